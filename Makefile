@@ -1,0 +1,85 @@
+# sftp-server: a drop-in replacement for OpenSSH's sftp-server.
+
+PREFIX ?= /usr/local
+EXEC_PREFIX ?= $(PREFIX)
+libexecdir ?= $(EXEC_PREFIX)/libexec
+mandir ?= $(PREFIX)/share/man
+DESTDIR ?=
+INSTALL ?= install
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WERROR ?= -Werror
+WARNINGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wpointer-arith -Wformat=2 -Wvla $(WERROR)
+STD = -std=c11 -D_DEFAULT_SOURCE
+ALL_CFLAGS = $(STD) $(WARNINGS) $(CPPFLAGS) $(CFLAGS)
+SANFLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=all
+
+PYTHON ?= /usr/bin/python3
+
+SRCS = sftp-server.c packet.c handles.c attrib.c log.c path.c sys-gnu.c
+HDRS = packet.h handles.h attrib.h log.h path.h sys-gnu.h
+OBJS = $(SRCS:.c=.o)
+
+UNIT_TESTS = tests/test_packet tests/test_handles
+
+.PHONY: all asan check unit integration integration-asan deps install \
+	uninstall clean lint
+
+all: sftp-server
+
+sftp-server: $(OBJS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(OBJS)
+
+%.o: %.c $(HDRS)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The same sources with ASan and UBSan, for the test suites.
+asan: sftp-server-asan
+
+sftp-server-asan: $(SRCS) $(HDRS)
+	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $(SRCS)
+
+tests/test_%: tests/test_%.c $(SRCS) $(HDRS)
+	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $< -lcmocka
+
+unit: $(UNIT_TESTS)
+	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t; done
+
+integration: sftp-server
+	$(PYTHON) tests/test_raw.py
+	tests/run-sftp.sh
+
+# Every integration suite again, against the sanitizer build.
+integration-asan: sftp-server-asan
+	SFTP_SERVER=$(CURDIR)/sftp-server-asan $(PYTHON) tests/test_raw.py
+	SFTP_SERVER=$(CURDIR)/sftp-server-asan tests/run-sftp.sh
+
+check: all lint unit integration integration-asan
+
+# Banned calls (see the style guide).
+lint:
+	@! grep -nE '\b(strcpy|strcat|sprintf|vsprintf|strncpy|strtok|gets|atoi)\(' \
+	    $(SRCS) $(HDRS) | grep -vE '(snprintf|vsnprintf)\(' || \
+	    { echo "banned call"; exit 1; }
+
+deps:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	    build-essential clang libcmocka-dev openssh-client openssh-server \
+	    openssh-sftp-server python3 python3-paramiko mandoc lftp curl \
+	    valgrind
+
+install: sftp-server
+	$(INSTALL) -d $(DESTDIR)$(libexecdir) $(DESTDIR)$(mandir)/man8
+	$(INSTALL) -m 0755 sftp-server $(DESTDIR)$(libexecdir)/sftp-server
+	$(INSTALL) -m 0644 man/sftp-server.8 $(DESTDIR)$(mandir)/man8/sftp-server.8
+
+uninstall:
+	rm -f $(DESTDIR)$(libexecdir)/sftp-server \
+	    $(DESTDIR)$(mandir)/man8/sftp-server.8
+
+clean:
+	rm -f sftp-server sftp-server-asan $(OBJS) $(UNIT_TESTS)

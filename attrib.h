@@ -1,0 +1,38 @@
+/*
+ * File attributes: ATTRS from a struct stat, the "ls -l" long name of a
+ * directory entry, and the cached user and group names both use.
+ */
+#ifndef ATTRIB_H
+#define ATTRIB_H
+
+#include <sys/types.h>
+#include <sys/stat.h>
+
+#include <stddef.h>
+#include <time.h>
+
+#include "packet.h"
+
+/* As OpenSSH's buffer for ls_file(): a longer long name is cut. */
+#define LONGNAME_MAX	1024
+
+/* ATTRS flags 0x0F: size, uid and gid, full st_mode, atime and mtime. */
+void	attrs_from_stat(const struct stat *, struct sftp_attrs *);
+/*
+ * Writes into buf (LONGNAME_MAX bytes) the long name of OpenSSH's
+ * ls_file(): mode, links, user, group, size, mtime in local time (year form
+ * when older than half a year or in the future) and name.  now is the time
+ * the listing is made.
+ */
+void	attrs_longname(char *buf, const char *name, const struct stat *,
+	    time_t now);
+/* The name of a user or group, or its number when it has none.  Cached. */
+const char	*attrs_user_name(uid_t);
+const char	*attrs_group_name(gid_t);
+/* The name, or NULL when the system knows none.  Cached. */
+const char	*attrs_user_known(uid_t);
+const char	*attrs_group_known(gid_t);
+/* The permissions string of BSD strmode(3): 10 characters and a space. */
+void	attrs_strmode(mode_t, char buf[12]);
+
+#endif /* ATTRIB_H */

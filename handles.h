@@ -1,0 +1,79 @@
+/*
+ * The table of open file and directory handles.  A slot is named on the wire
+ * by its index and a generation, so a closed handle is never mistaken for
+ * the one that reuses its slot.  handles.c knows slots, not the protocol.
+ */
+#ifndef HANDLES_H
+#define HANDLES_H
+
+#include <sys/types.h>
+
+#include <dirent.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* Length of a handle on the wire: uint32 slot, uint32 generation. */
+#define HANDLE_LEN	8
+/* At most this many slots, whatever RLIMIT_NOFILE allows. */
+#define HANDLE_CAP	32768
+
+#define HANDLE_NONE	UINT32_MAX
+
+enum handle_kind {
+	HANDLE_FREE = 0,
+	HANDLE_FILE,
+	HANDLE_DIR,
+};
+
+struct handle {
+	enum handle_kind kind;
+	uint32_t gen;
+	uint32_t next_free;	/* free list link, while free */
+	int fd;			/* file, or the descriptor of dir */
+	DIR *dir;
+	int flags;		/* open(2) flags of a file */
+	uint64_t bytes_read;
+	uint64_t bytes_written;
+	struct timespec opened;
+	char path[PATH_MAX];	/* as the client named it, for logging */
+};
+
+struct handle_table {
+	struct handle *slots;
+	uint32_t nslots;
+	uint32_t used;
+	uint32_t fresh;		/* slots below this one have been used */
+	uint32_t free_head;	/* released slots, HANDLE_NONE when none */
+};
+
+/*
+ * The number of handles the process can keep open: RLIMIT_NOFILE's soft
+ * limit less 5 (as OpenSSH), at most HANDLE_CAP, at least 1.
+ */
+uint32_t	handle_limit(void);
+/* Allocates n slots.  Returns 0, or -1 (ENOMEM). */
+int	handle_table_init(struct handle_table *, uint32_t n);
+void	handle_table_free(struct handle_table *);
+/*
+ * Takes a free slot for kind, path copied in (truncated if too long).
+ * Returns NULL when every slot is in use.  The caller sets fd or dir.
+ */
+struct handle	*handle_new(struct handle_table *, enum handle_kind,
+		    const char *path);
+/* Writes the wire form of h into out. */
+void	handle_encode(const struct handle_table *, const struct handle *,
+	    uint8_t out[HANDLE_LEN]);
+/*
+ * The open handle named by the wire string, if it is of kind (HANDLE_FREE
+ * matches any kind).  NULL for a forged, stale or wrong-kind handle.
+ */
+struct handle	*handle_lookup(struct handle_table *, const uint8_t *,
+		    size_t, enum handle_kind);
+/* Returns the slot to the free list; the caller has closed what it held. */
+void	handle_release(struct handle_table *, struct handle *);
+/* The open handle at index i, or NULL: for closing all at exit (i < nslots). */
+struct handle	*handle_at(struct handle_table *, uint32_t i);
+
+#endif /* HANDLES_H */

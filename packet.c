@@ -1,0 +1,621 @@
+/*
+ * The wire: framing of the input buffer, the field cursor and the reply
+ * queue.  Only this file does pointer arithmetic on wire data.
+ */
+#include <sys/types.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "packet.h"
+
+_Static_assert(SFTP_MAX_READ + 13 <= SFTP_MAX_MSG + 4,
+    "a full DATA reply must fit one message");
+_Static_assert(OQ_SIZE >= OQ_HIWAT + SFTP_MAX_MSG + 4,
+    "the queue must hold a maximal reply above its mark");
+
+static uint32_t
+peek_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static void
+poke_u32(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+/* The field cursor. */
+
+int
+pkt_get_u8(struct cursor *c, uint8_t *vp)
+{
+	*vp = 0;
+	if (c->left < 1)
+		return PKT_ESHORT;
+	*vp = c->p[0];
+	c->p++;
+	c->left--;
+	return 0;
+}
+
+int
+pkt_get_u32(struct cursor *c, uint32_t *vp)
+{
+	*vp = 0;
+	if (c->left < 4)
+		return PKT_ESHORT;
+	*vp = peek_u32(c->p);
+	c->p += 4;
+	c->left -= 4;
+	return 0;
+}
+
+int
+pkt_get_u64(struct cursor *c, uint64_t *vp)
+{
+	*vp = 0;
+	if (c->left < 8)
+		return PKT_ESHORT;
+	*vp = (uint64_t)peek_u32(c->p) << 32 | peek_u32(c->p + 4);
+	c->p += 8;
+	c->left -= 8;
+	return 0;
+}
+
+int
+pkt_get_string(struct cursor *c, const uint8_t **datap, uint32_t *lenp)
+{
+	uint32_t len;
+
+	*datap = NULL;
+	*lenp = 0;
+	if (c->left < 4)
+		return PKT_ESHORT;
+	len = peek_u32(c->p);
+	if (len > c->left - 4)
+		return PKT_ESHORT;
+	*datap = c->p + 4;
+	*lenp = len;
+	c->p += 4 + (size_t)len;
+	c->left -= 4 + (size_t)len;
+	return 0;
+}
+
+int
+pkt_get_path(struct cursor *c, char *buf, size_t size)
+{
+	struct cursor save = *c;
+	const uint8_t *s;
+	uint32_t len;
+	int r;
+
+	if (size > 0)
+		buf[0] = '\0';
+	if ((r = pkt_get_string(c, &s, &len)) != 0)
+		return r;
+	if (memchr(s, '\0', len) != NULL) {
+		*c = save;
+		return PKT_ENUL;
+	}
+	if (len >= size) {
+		*c = save;
+		return PKT_ETOOLONG;
+	}
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return 0;
+}
+
+int
+pkt_get_attrs(struct cursor *c, struct sftp_attrs *a)
+{
+	struct cursor save = *c;
+	const uint8_t *s;
+	uint32_t count, len;
+	int r;
+
+	memset(a, 0, sizeof *a);
+	if ((r = pkt_get_u32(c, &a->flags)) != 0)
+		goto fail;
+	if ((a->flags & SSH_FILEXFER_ATTR_SIZE) &&
+	    (r = pkt_get_u64(c, &a->size)) != 0)
+		goto fail;
+	if ((a->flags & SSH_FILEXFER_ATTR_UIDGID) &&
+	    ((r = pkt_get_u32(c, &a->uid)) != 0 ||
+	    (r = pkt_get_u32(c, &a->gid)) != 0))
+		goto fail;
+	if ((a->flags & SSH_FILEXFER_ATTR_PERMISSIONS) &&
+	    (r = pkt_get_u32(c, &a->perm)) != 0)
+		goto fail;
+	if ((a->flags & SSH_FILEXFER_ATTR_ACMODTIME) &&
+	    ((r = pkt_get_u32(c, &a->atime)) != 0 ||
+	    (r = pkt_get_u32(c, &a->mtime)) != 0))
+		goto fail;
+	if (a->flags & SSH_FILEXFER_ATTR_EXTENDED) {
+		if ((r = pkt_get_u32(c, &count)) != 0)
+			goto fail;
+		if (count > SFTP_MAX_EXTENDED) {
+			r = PKT_EBADATTR;
+			goto fail;
+		}
+		/* As OpenSSH: extended pairs are parsed and ignored. */
+		for (uint32_t i = 0; i < count; i++) {
+			if ((r = pkt_get_string(c, &s, &len)) != 0 ||
+			    (r = pkt_get_string(c, &s, &len)) != 0)
+				goto fail;
+		}
+	}
+	return 0;
+fail:
+	*c = save;
+	memset(a, 0, sizeof *a);
+	return r;
+}
+
+/* The input buffer. */
+
+int
+ibuf_init(struct ibuf *ib, size_t soft)
+{
+	memset(ib, 0, sizeof *ib);
+	ib->soft = soft;
+	ib->size = soft + SFTP_MAX_MSG + 4;
+	if ((ib->buf = malloc(ib->size)) == NULL)
+		return -1;
+	return 0;
+}
+
+void
+ibuf_free(struct ibuf *ib)
+{
+	free(ib->buf);
+	memset(ib, 0, sizeof *ib);
+}
+
+int
+ibuf_next(struct ibuf *ib, struct cursor *c, uint32_t *lenp)
+{
+	size_t have = ib->end - ib->start;
+	uint32_t len;
+
+	c->p = NULL;
+	c->left = 0;
+	*lenp = 0;
+	if (have < 4)
+		return 0;
+	len = peek_u32(ib->buf + ib->start);
+	*lenp = len;
+	if (len == 0 || len > SFTP_MAX_MSG)
+		return PKT_EFRAME;
+	if (have - 4 < len)
+		return 0;
+	c->p = ib->buf + ib->start + 4;
+	c->left = len;
+	ib->start += 4 + (size_t)len;
+	return 1;
+}
+
+int
+ibuf_ready(const struct ibuf *ib)
+{
+	size_t have = ib->end - ib->start;
+	uint32_t len;
+
+	if (have < 4)
+		return 0;
+	len = peek_u32(ib->buf + ib->start);
+	return len == 0 || len > SFTP_MAX_MSG || have - 4 >= len;
+}
+
+/*
+ * Reads fill [end, soft) while end is below soft.  Past soft, only the rest
+ * of the packet that started before soft is read, so that the next packet
+ * starts at offset 0 once everything before it is parsed.  The frame checks
+ * of ibuf_next() keep every length within SFTP_MAX_MSG, so the packet always
+ * ends within size.
+ */
+void
+ibuf_room(struct ibuf *ib, uint8_t **pp, size_t *lenp)
+{
+	size_t want;
+
+	if (ib->start == ib->end)
+		ib->start = ib->end = 0;
+	if (ib->end < ib->soft) {
+		want = ib->soft - ib->end;
+	} else if (ib->end - ib->start < 4) {
+		want = 4 - (ib->end - ib->start);
+	} else {
+		want = ib->start + 4 + peek_u32(ib->buf + ib->start) - ib->end;
+		if (want > ib->size - ib->end)
+			abort();	/* a frame longer than SFTP_MAX_MSG */
+	}
+	*pp = ib->buf + ib->end;
+	*lenp = want;
+}
+
+void
+ibuf_fill(struct ibuf *ib, size_t n)
+{
+	if (n > ib->size - ib->end)
+		abort();
+	ib->end += n;
+}
+
+ssize_t
+ibuf_read(struct ibuf *ib, int fd)
+{
+	uint8_t *p;
+	size_t room;
+	ssize_t n;
+
+	ibuf_room(ib, &p, &room);
+	do {
+		n = read(fd, p, room);
+	} while (n == -1 && errno == EINTR);
+	if (n > 0)
+		ibuf_fill(ib, (size_t)n);
+	return n;
+}
+
+size_t
+ibuf_pending(const struct ibuf *ib)
+{
+	return ib->end - ib->start;
+}
+
+/* The reply queue. */
+
+int
+oq_init(struct oqueue *q, size_t size)
+{
+	memset(q, 0, sizeof *q);
+	if ((q->buf = malloc(size)) == NULL)
+		return -1;
+	q->size = size;
+	return 0;
+}
+
+void
+oq_free(struct oqueue *q)
+{
+	free(q->buf);
+	memset(q, 0, sizeof *q);
+}
+
+size_t
+oq_pending(const struct oqueue *q)
+{
+	return q->len - q->sent;
+}
+
+int
+oq_flush(struct oqueue *q, int fd)
+{
+	struct pollfd pfd;
+	ssize_t n;
+
+	while (q->sent < q->len) {
+		n = write(fd, q->buf + q->sent, q->len - q->sent);
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -1;
+			pfd.fd = fd;
+			pfd.events = POLLOUT;
+			if (poll(&pfd, 1, -1) == -1 && errno != EINTR)
+				return -1;
+			continue;
+		}
+		q->sent += (size_t)n;
+	}
+	q->sent = q->len = q->reply_start = 0;
+	return 0;
+}
+
+static int
+reserve(struct oqueue *q, size_t n)
+{
+	if (n > q->size - q->len ||
+	    n > SFTP_MAX_MSG + 4 - (q->len - q->reply_start))
+		return PKT_ENOSPACE;
+	return 0;
+}
+
+int
+pkt_begin(struct oqueue *q, struct reply *r, uint8_t type)
+{
+	memset(r, 0, sizeof *r);
+	q->reply_start = q->len;
+	if (reserve(q, 5) != 0)
+		return PKT_ENOSPACE;
+	r->start = q->len;
+	poke_u32(q->buf + q->len, 0);
+	q->buf[q->len + 4] = type;
+	q->len += 5;
+	return 0;
+}
+
+int
+pkt_put_u8(struct oqueue *q, uint8_t v)
+{
+	if (reserve(q, 1) != 0)
+		return PKT_ENOSPACE;
+	q->buf[q->len++] = v;
+	return 0;
+}
+
+int
+pkt_put_u32(struct oqueue *q, uint32_t v)
+{
+	if (reserve(q, 4) != 0)
+		return PKT_ENOSPACE;
+	poke_u32(q->buf + q->len, v);
+	q->len += 4;
+	return 0;
+}
+
+int
+pkt_put_u64(struct oqueue *q, uint64_t v)
+{
+	if (reserve(q, 8) != 0)
+		return PKT_ENOSPACE;
+	poke_u32(q->buf + q->len, (uint32_t)(v >> 32));
+	poke_u32(q->buf + q->len + 4, (uint32_t)v);
+	q->len += 8;
+	return 0;
+}
+
+int
+pkt_put_string(struct oqueue *q, const void *s, size_t len)
+{
+	if (len > UINT32_MAX || len > SIZE_MAX - 4 || reserve(q, 4 + len) != 0)
+		return PKT_ENOSPACE;
+	poke_u32(q->buf + q->len, (uint32_t)len);
+	if (len > 0)
+		memcpy(q->buf + q->len + 4, s, len);
+	q->len += 4 + len;
+	return 0;
+}
+
+int
+pkt_put_cstring(struct oqueue *q, const char *s)
+{
+	return pkt_put_string(q, s, strlen(s));
+}
+
+int
+pkt_put_attrs(struct oqueue *q, const struct sftp_attrs *a)
+{
+	uint32_t flags = a->flags & ~SSH_FILEXFER_ATTR_EXTENDED;
+	int r;
+
+	if ((r = pkt_put_u32(q, flags)) != 0)
+		return r;
+	if ((flags & SSH_FILEXFER_ATTR_SIZE) &&
+	    (r = pkt_put_u64(q, a->size)) != 0)
+		return r;
+	if ((flags & SSH_FILEXFER_ATTR_UIDGID) &&
+	    ((r = pkt_put_u32(q, a->uid)) != 0 ||
+	    (r = pkt_put_u32(q, a->gid)) != 0))
+		return r;
+	if ((flags & SSH_FILEXFER_ATTR_PERMISSIONS) &&
+	    (r = pkt_put_u32(q, a->perm)) != 0)
+		return r;
+	if ((flags & SSH_FILEXFER_ATTR_ACMODTIME) &&
+	    ((r = pkt_put_u32(q, a->atime)) != 0 ||
+	    (r = pkt_put_u32(q, a->mtime)) != 0))
+		return r;
+	return 0;
+}
+
+void
+pkt_end(struct oqueue *q, struct reply *r)
+{
+	size_t len = q->len - r->start - 4;
+
+	if (r->start > q->len || len > SFTP_MAX_MSG)
+		abort();
+	poke_u32(q->buf + r->start, (uint32_t)len);
+	q->reply_start = q->len;
+	q->nreplies++;
+}
+
+size_t
+pkt_mark(const struct oqueue *q)
+{
+	return q->len;
+}
+
+void
+pkt_patch_u32(struct oqueue *q, size_t mark, uint32_t v)
+{
+	if (mark > q->len || q->len - mark < 4)
+		abort();
+	poke_u32(q->buf + mark, v);
+}
+
+void
+pkt_cancel(struct oqueue *q, struct reply *r)
+{
+	if (r->start > q->len)
+		abort();
+	q->len = r->start;
+	q->reply_start = q->len;
+}
+
+size_t
+pkt_reply_len(const struct oqueue *q, const struct reply *r)
+{
+	return q->len - r->start;
+}
+
+const char *
+pkt_status_message(uint32_t code)
+{
+	static const char *const msgs[] = {
+		"Success",
+		"End of file",
+		"No such file",
+		"Permission denied",
+		"Failure",
+		"Bad message",
+		"No connection",
+		"Connection lost",
+		"Operation unsupported",
+	};
+
+	if (code < sizeof msgs / sizeof msgs[0])
+		return msgs[code];
+	return "Unknown error";
+}
+
+int
+pkt_reply_status(struct oqueue *q, uint32_t id, uint32_t code,
+    const char *msg)
+{
+	struct reply r;
+	int e;
+
+	if (msg == NULL)
+		msg = pkt_status_message(code);
+	if ((e = pkt_begin(q, &r, SSH_FXP_STATUS)) != 0)
+		return e;
+	if ((e = pkt_put_u32(q, id)) != 0 ||
+	    (e = pkt_put_u32(q, code)) != 0 ||
+	    (e = pkt_put_cstring(q, msg)) != 0 ||
+	    (e = pkt_put_string(q, "", 0)) != 0) {
+		pkt_cancel(q, &r);
+		return e;
+	}
+	pkt_end(q, &r);
+	return 0;
+}
+
+int
+pkt_reply_handle(struct oqueue *q, uint32_t id, const void *h, size_t len)
+{
+	struct reply r;
+	int e;
+
+	if ((e = pkt_begin(q, &r, SSH_FXP_HANDLE)) != 0)
+		return e;
+	if ((e = pkt_put_u32(q, id)) != 0 ||
+	    (e = pkt_put_string(q, h, len)) != 0) {
+		pkt_cancel(q, &r);
+		return e;
+	}
+	pkt_end(q, &r);
+	return 0;
+}
+
+int
+pkt_reply_attrs(struct oqueue *q, uint32_t id, const struct sftp_attrs *a)
+{
+	struct reply r;
+	int e;
+
+	if ((e = pkt_begin(q, &r, SSH_FXP_ATTRS)) != 0)
+		return e;
+	if ((e = pkt_put_u32(q, id)) != 0 || (e = pkt_put_attrs(q, a)) != 0) {
+		pkt_cancel(q, &r);
+		return e;
+	}
+	pkt_end(q, &r);
+	return 0;
+}
+
+int
+pkt_name_begin(struct oqueue *q, struct reply *r, uint32_t id)
+{
+	int e;
+
+	if ((e = pkt_begin(q, r, SSH_FXP_NAME)) != 0)
+		return e;
+	if ((e = pkt_put_u32(q, id)) != 0) {
+		pkt_cancel(q, r);
+		return e;
+	}
+	r->countpos = q->len;
+	r->count = 0;
+	if ((e = pkt_put_u32(q, 0)) != 0) {
+		pkt_cancel(q, r);
+		return e;
+	}
+	return 0;
+}
+
+/* On failure the entry is dropped and the reply stays as it was. */
+int
+pkt_name_add(struct oqueue *q, struct reply *r, const char *name,
+    const char *longname, const struct sftp_attrs *a)
+{
+	size_t mark = q->len;
+	int e;
+
+	if ((e = pkt_put_cstring(q, name)) != 0 ||
+	    (e = pkt_put_cstring(q, longname)) != 0 ||
+	    (e = pkt_put_attrs(q, a)) != 0) {
+		q->len = mark;
+		return e;
+	}
+	r->count++;
+	return 0;
+}
+
+void
+pkt_name_end(struct oqueue *q, struct reply *r)
+{
+	poke_u32(q->buf + r->countpos, r->count);
+	pkt_end(q, r);
+}
+
+int
+pkt_reply_name1(struct oqueue *q, uint32_t id, const char *path)
+{
+	struct sftp_attrs a;
+	struct reply r;
+	int e;
+
+	memset(&a, 0, sizeof a);
+	if ((e = pkt_name_begin(q, &r, id)) != 0)
+		return e;
+	if ((e = pkt_name_add(q, &r, path, path, &a)) != 0) {
+		pkt_cancel(q, &r);
+		return e;
+	}
+	pkt_name_end(q, &r);
+	return 0;
+}
+
+uint8_t *
+pkt_data_begin(struct oqueue *q, struct reply *r, uint32_t id, size_t max)
+{
+	if (pkt_begin(q, r, SSH_FXP_DATA) != 0)
+		return NULL;
+	if (reserve(q, 8 + max) != 0) {
+		pkt_cancel(q, r);
+		return NULL;
+	}
+	poke_u32(q->buf + q->len, id);
+	return q->buf + q->len + 8;
+}
+
+void
+pkt_data_end(struct oqueue *q, struct reply *r, size_t n)
+{
+	/* The id was written by pkt_data_begin(); then the length and data. */
+	poke_u32(q->buf + q->len + 4, (uint32_t)n);
+	q->len += 8 + n;
+	pkt_end(q, r);
+}

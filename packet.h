@@ -1,0 +1,239 @@
+/*
+ * The wire: the input buffer and its framing, the bounded field cursor, and
+ * the reply queue in which replies are built in place.
+ *
+ * packet.c knows bytes, not files.  Every other file reads wire data only
+ * through a struct cursor, so a handler cannot read outside its own packet.
+ */
+#ifndef PACKET_H
+#define PACKET_H
+
+#include <sys/types.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest message, as OpenSSH's SFTP_MAX_MSG_LENGTH: a longer frame ends the session. */
+#define SFTP_MAX_MSG		(256 * 1024)
+/* Longest READ answered; a longer one is clamped.  As limits@openssh.com reports. */
+#define SFTP_MAX_READ		(SFTP_MAX_MSG - 1024)
+/* Input read ahead of the packet being parsed (see ibuf_room()). */
+#define IBUF_SOFT		(512 * 1024)
+/* Replies queued before the queue is written out and stdin is left alone. */
+#define OQ_HIWAT		(256 * 1024)
+/* Room for the largest reply on top of the high-water mark. */
+#define OQ_SIZE			(OQ_HIWAT + SFTP_MAX_MSG + 4)
+/* Extended ATTRS pairs accepted in one ATTRS, as OpenSSH. */
+#define SFTP_MAX_EXTENDED	0x100000
+
+/* Errors of the cursor and queue functions: negative, never errno. */
+#define PKT_ESHORT	-1	/* a field runs past the end of the packet */
+#define PKT_ENUL	-2	/* a path holds a NUL byte */
+#define PKT_ETOOLONG	-3	/* a path does not fit the scratch buffer */
+#define PKT_ENOSPACE	-4	/* a reply does not fit the queue */
+#define PKT_EFRAME	-5	/* a frame length of 0 or above SFTP_MAX_MSG */
+#define PKT_EBADATTR	-6	/* too many extended ATTRS pairs */
+
+/* Packet types of SFTP version 3 (draft-ietf-secsh-filexfer-02). */
+#define SSH_FXP_INIT		1
+#define SSH_FXP_VERSION		2
+#define SSH_FXP_OPEN		3
+#define SSH_FXP_CLOSE		4
+#define SSH_FXP_READ		5
+#define SSH_FXP_WRITE		6
+#define SSH_FXP_LSTAT		7
+#define SSH_FXP_FSTAT		8
+#define SSH_FXP_SETSTAT		9
+#define SSH_FXP_FSETSTAT	10
+#define SSH_FXP_OPENDIR		11
+#define SSH_FXP_READDIR		12
+#define SSH_FXP_REMOVE		13
+#define SSH_FXP_MKDIR		14
+#define SSH_FXP_RMDIR		15
+#define SSH_FXP_REALPATH	16
+#define SSH_FXP_STAT		17
+#define SSH_FXP_RENAME		18
+#define SSH_FXP_READLINK	19
+#define SSH_FXP_SYMLINK		20
+#define SSH_FXP_STATUS		101
+#define SSH_FXP_HANDLE		102
+#define SSH_FXP_DATA		103
+#define SSH_FXP_NAME		104
+#define SSH_FXP_ATTRS		105
+#define SSH_FXP_EXTENDED	200
+#define SSH_FXP_EXTENDED_REPLY	201
+
+#define SSH_FXF_READ		0x01
+#define SSH_FXF_WRITE		0x02
+#define SSH_FXF_APPEND		0x04
+#define SSH_FXF_CREAT		0x08
+#define SSH_FXF_TRUNC		0x10
+#define SSH_FXF_EXCL		0x20
+
+#define SSH_FILEXFER_ATTR_SIZE		0x00000001
+#define SSH_FILEXFER_ATTR_UIDGID	0x00000002
+#define SSH_FILEXFER_ATTR_PERMISSIONS	0x00000004
+#define SSH_FILEXFER_ATTR_ACMODTIME	0x00000008
+#define SSH_FILEXFER_ATTR_EXTENDED	0x80000000
+
+#define SSH_FX_OK			0
+#define SSH_FX_EOF			1
+#define SSH_FX_NO_SUCH_FILE		2
+#define SSH_FX_PERMISSION_DENIED	3
+#define SSH_FX_FAILURE			4
+#define SSH_FX_BAD_MESSAGE		5
+#define SSH_FX_NO_CONNECTION		6
+#define SSH_FX_CONNECTION_LOST		7
+#define SSH_FX_OP_UNSUPPORTED		8
+
+/* The ATTRS of version 3; a field is meaningful only when its flag is set. */
+struct sftp_attrs {
+	uint32_t flags;
+	uint64_t size;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t perm;
+	uint32_t atime;
+	uint32_t mtime;
+};
+
+/*
+ * A read-only view of exactly one packet body.  Getters consume from the
+ * front and fail with PKT_ESHORT, leaving the cursor as it was, when the
+ * field does not fit in what is left.
+ */
+struct cursor {
+	const uint8_t *p;
+	size_t left;
+};
+
+/* Each getter clears its outputs first; returns 0 or a negative PKT_E*. */
+int	pkt_get_u8(struct cursor *, uint8_t *);
+int	pkt_get_u32(struct cursor *, uint32_t *);
+int	pkt_get_u64(struct cursor *, uint64_t *);
+/*
+ * A string as a slice of the packet: *datap points into the input buffer and
+ * stays valid until the handler returns.
+ */
+int	pkt_get_string(struct cursor *, const uint8_t **datap, uint32_t *lenp);
+/*
+ * A string copied into buf as a NUL-terminated path.  PKT_ENUL if it holds a
+ * NUL byte, PKT_ETOOLONG if it does not fit in size bytes with the NUL.
+ */
+int	pkt_get_path(struct cursor *, char *buf, size_t size);
+/* ATTRS; extended pairs are checked and skipped. */
+int	pkt_get_attrs(struct cursor *, struct sftp_attrs *);
+
+/*
+ * The input buffer.  Bytes are read into [end, ...) and packets are parsed
+ * where they lie, between start and end.  Reads stop at soft, so that any
+ * packet that starts before soft can be completed in place behind it: no
+ * byte is ever moved.
+ */
+struct ibuf {
+	uint8_t *buf;
+	size_t size;		/* soft + SFTP_MAX_MSG + 4 */
+	size_t soft;
+	size_t start;		/* first byte not yet parsed */
+	size_t end;		/* first free byte */
+};
+
+/* Allocates the buffer; soft is the read-ahead.  Returns 0 or -1 (ENOMEM). */
+int	ibuf_init(struct ibuf *, size_t soft);
+void	ibuf_free(struct ibuf *);
+/*
+ * The next complete packet: returns 1 and a cursor over its body (type byte
+ * first), 0 when more input is needed, PKT_EFRAME for a length of 0 or above
+ * SFTP_MAX_MSG (*lenp then holds the length read).  The body stays valid
+ * until the next ibuf_read().
+ */
+int	ibuf_next(struct ibuf *, struct cursor *, uint32_t *lenp);
+/* Whether ibuf_next() has a packet or a frame error to return. */
+int	ibuf_ready(const struct ibuf *);
+/* Where the next read goes, and how much it may take (never 0). */
+void	ibuf_room(struct ibuf *, uint8_t **, size_t *);
+/* Accounts for n bytes read into the room. */
+void	ibuf_fill(struct ibuf *, size_t n);
+/* Reads once from fd into the room, retrying EINTR: bytes read, 0 at EOF, -1. */
+ssize_t	ibuf_read(struct ibuf *, int fd);
+/* Bytes buffered that do not yet form a packet. */
+size_t	ibuf_pending(const struct ibuf *);
+
+/*
+ * The reply queue: one arena in which replies are appended in request order
+ * and written out with one write.  A reply in construction is marked by a
+ * struct reply; the length word is patched when it ends.
+ */
+struct oqueue {
+	uint8_t *buf;
+	size_t size;
+	size_t sent;		/* bytes of buf already written */
+	size_t len;		/* bytes of buf queued */
+	size_t reply_start;	/* offset of the reply in construction */
+	uint64_t nreplies;	/* replies completed, for the one-reply check */
+};
+
+struct reply {
+	size_t start;		/* offset of the length word */
+	size_t countpos;	/* NAME: offset of the count */
+	uint32_t count;
+};
+
+int	oq_init(struct oqueue *, size_t size);
+void	oq_free(struct oqueue *);
+/* Bytes queued and not yet written. */
+size_t	oq_pending(const struct oqueue *);
+/*
+ * Writes everything queued to fd, resuming partial writes, retrying EINTR and
+ * waiting in poll() on EAGAIN.  Returns 0, or -1 with errno set.
+ */
+int	oq_flush(struct oqueue *, int fd);
+
+/*
+ * Starts a reply of the given type; the caller puts the fields.  A put that
+ * would make the reply longer than SFTP_MAX_MSG fails with PKT_ENOSPACE.
+ */
+int	pkt_begin(struct oqueue *, struct reply *, uint8_t type);
+int	pkt_put_u8(struct oqueue *, uint8_t);
+int	pkt_put_u32(struct oqueue *, uint32_t);
+int	pkt_put_u64(struct oqueue *, uint64_t);
+int	pkt_put_string(struct oqueue *, const void *, size_t);
+int	pkt_put_cstring(struct oqueue *, const char *);
+int	pkt_put_attrs(struct oqueue *, const struct sftp_attrs *);
+/* Offset of the next byte put, and a later patch of a placeholder there. */
+size_t	pkt_mark(const struct oqueue *);
+void	pkt_patch_u32(struct oqueue *, size_t mark, uint32_t);
+/* Patches the length word: the reply is complete. */
+void	pkt_end(struct oqueue *, struct reply *);
+/* Drops a reply in construction. */
+void	pkt_cancel(struct oqueue *, struct reply *);
+/* Bytes the reply in construction holds so far, length word included. */
+size_t	pkt_reply_len(const struct oqueue *, const struct reply *);
+
+/* Whole replies.  msg NULL means the fixed message of the code. */
+int	pkt_reply_status(struct oqueue *, uint32_t id, uint32_t code,
+	    const char *msg);
+int	pkt_reply_handle(struct oqueue *, uint32_t id, const void *, size_t);
+int	pkt_reply_attrs(struct oqueue *, uint32_t id, const struct sftp_attrs *);
+/* NAME with one entry, name = longname = path, attrs flags 0 (REALPATH). */
+int	pkt_reply_name1(struct oqueue *, uint32_t id, const char *path);
+
+/* NAME built entry by entry. */
+int	pkt_name_begin(struct oqueue *, struct reply *, uint32_t id);
+int	pkt_name_add(struct oqueue *, struct reply *, const char *name,
+	    const char *longname, const struct sftp_attrs *);
+void	pkt_name_end(struct oqueue *, struct reply *);
+
+/*
+ * DATA filled in place: pkt_data_begin() returns where up to max payload
+ * bytes go (the caller reads straight into it), pkt_data_end() sets the
+ * length actually filled.
+ */
+uint8_t	*pkt_data_begin(struct oqueue *, struct reply *, uint32_t id,
+	    size_t max);
+void	pkt_data_end(struct oqueue *, struct reply *, size_t n);
+
+/* The fixed message of a status code, as OpenSSH sends it. */
+const char *pkt_status_message(uint32_t code);
+
+#endif /* PACKET_H */

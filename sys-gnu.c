@@ -1,0 +1,49 @@
+/*
+ * copy_file_range(2) and renameat2(2) are GNU extensions in glibc: this is
+ * the one file built with _GNU_SOURCE.  Where they are missing, callers get
+ * ENOSYS and take their portable path.
+ */
+#define _GNU_SOURCE
+
+#include <sys/types.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "sys-gnu.h"
+
+ssize_t
+sys_copy_range(int in, off_t *inoff, int out, off_t *outoff, size_t len)
+{
+#if defined(__linux__) && defined(__GLIBC__)
+	if (outoff == NULL) {
+		/* copy_file_range() refuses O_APPEND targets. */
+		errno = EINVAL;
+		return -1;
+	}
+	return copy_file_range(in, inoff, out, outoff, len, 0);
+#else
+	(void)in;
+	(void)inoff;
+	(void)out;
+	(void)outoff;
+	(void)len;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+int
+sys_rename_noreplace(const char *old, const char *new)
+{
+#if defined(__linux__) && defined(RENAME_NOREPLACE)
+	return renameat2(AT_FDCWD, old, AT_FDCWD, new, RENAME_NOREPLACE);
+#else
+	(void)old;
+	(void)new;
+	errno = ENOSYS;
+	return -1;
+#endif
+}

@@ -1,0 +1,26 @@
+/*
+ * The few Linux calls that need _GNU_SOURCE, each with a portable answer
+ * where the system lacks them.
+ */
+#ifndef SYS_GNU_H
+#define SYS_GNU_H
+
+#include <sys/types.h>
+
+#include <stddef.h>
+
+/*
+ * Copies up to len bytes from in at *inoff to out at *outoff (or at the end
+ * when outoff is NULL, for O_APPEND) inside the kernel, advancing the
+ * offsets.  Returns bytes copied, 0 at end of input, or -1 with errno; errno
+ * ENOSYS, EXDEV, EINVAL or EOPNOTSUPP means "copy by hand instead".
+ */
+ssize_t	sys_copy_range(int in, off_t *inoff, int out, off_t *outoff,
+	    size_t len);
+/*
+ * Renames, failing with EEXIST when new exists.  Returns 0, or -1 with
+ * errno; ENOSYS or EINVAL means the file system cannot do it atomically.
+ */
+int	sys_rename_noreplace(const char *old, const char *new);
+
+#endif /* SYS_GNU_H */
