@@ -25,7 +25,9 @@ OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/test_packet tests/test_handles
 
-.PHONY: all asan check unit integration integration-asan deps install \
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all asan static run check unit integration integration-asan deps install \
 	uninstall clean lint
 
 all: sftp-server
@@ -35,6 +37,15 @@ sftp-server: $(OBJS)
 
 %.o: %.c $(HDRS)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# A static binary, to copy into a chroot jail as it is.
+static: sftp-server-static
+
+sftp-server-static: $(SRCS) $(HDRS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -static -o $@ $(SRCS)
+
+run: sftp-server
+	sftp -D $(CURDIR)/sftp-server
 
 # The same sources with ASan and UBSan, for the test suites.
 asan: sftp-server-asan
@@ -66,8 +77,8 @@ lint:
 	    { echo "banned call"; exit 1; }
 
 deps:
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 	    build-essential clang libcmocka-dev openssh-client openssh-server \
 	    openssh-sftp-server python3 python3-paramiko mandoc lftp curl \
 	    valgrind
@@ -82,4 +93,4 @@ uninstall:
 	    $(DESTDIR)$(mandir)/man8/sftp-server.8
 
 clean:
-	rm -f sftp-server sftp-server-asan $(OBJS) $(UNIT_TESTS)
+	rm -f sftp-server sftp-server-asan sftp-server-static $(OBJS) $(UNIT_TESTS)

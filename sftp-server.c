@@ -559,7 +559,6 @@ process_read(uint32_t id, struct cursor *c)
 	}
 	if (n == 0 && len > 0) {
 		pkt_cancel(&oq, &rep);
-		debug("request %u: read eof", id);
 		send_status(id, SSH_FX_EOF);
 		return;
 	}
@@ -1634,16 +1633,20 @@ usage(void)
 	exit(1);
 }
 
-/* An error before logging starts, as OpenSSH's fatal(): stderr, exit 255. */
+/*
+ * A fatal error in the options, as OpenSSH's fatal() before its log_init():
+ * to syslog with the default facility, then exit 255.
+ */
 static void __attribute__((format(printf, 1, 2), noreturn))
 die(const char *fmt, ...)
 {
+	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	(void)vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	fputs("\r\n", stderr);
+	log_emit(LOG_LEVEL_FATAL, "%s", msg);
 	exit(255);
 }
 
@@ -1705,7 +1708,10 @@ main(int argc, char **argv)
 	long mask;
 
 	sanitise_stdfd();
+	/* Until the options are read, errors go to syslog, as OpenSSH. */
+	log_init("sftp-server", LOG_LEVEL_ERROR, LOG_AUTH, 0);
 	find_user();
+	opterr = 0;
 	while ((ch = getopt(argc, argv, "d:f:l:P:p:Q:u:cehR")) != -1) {
 		switch (ch) {
 		case 'Q':
@@ -1731,16 +1737,14 @@ main(int argc, char **argv)
 			break;
 		case 'f':
 			if ((facility = log_facility_number(optarg)) == -1) {
-				fprintf(stderr, "Invalid log facility \"%s\"\r\n",
-				    optarg);
+				error("Invalid log facility \"%s\"", optarg);
 				facility = LOG_AUTH;
 			}
 			break;
 		case 'l':
 			if ((level = log_level_number(optarg)) ==
 			    LOG_LEVEL_NOT_SET) {
-				fprintf(stderr, "Invalid log level \"%s\"\r\n",
-				    optarg);
+				error("Invalid log level \"%s\"", optarg);
 				level = LOG_LEVEL_ERROR;
 			}
 			break;
