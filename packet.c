@@ -3,6 +3,7 @@
  * queue.  Only this file does pointer arithmetic on wire data.
  */
 #include <sys/types.h>
+#include <sys/sendfile.h>
 
 #include <errno.h>
 #include <poll.h>
@@ -298,29 +299,114 @@ oq_pending(const struct oqueue *q)
 	return q->len - q->sent;
 }
 
-int
-oq_flush(struct oqueue *q, int fd)
+/* Waits until fd takes more, for a descriptor someone made non-blocking. */
+static int
+wait_writable(int fd)
 {
 	struct pollfd pfd;
+
+	pfd.fd = fd;
+	pfd.events = POLLOUT;
+	if (poll(&pfd, 1, -1) == -1 && errno != EINTR)
+		return -1;
+	return 0;
+}
+
+/* Writes all of buf; 0, or -1 with errno. */
+static int
+write_all(int fd, const uint8_t *buf, size_t len)
+{
 	ssize_t n;
 
-	while (q->sent < q->len) {
-		n = write(fd, q->buf + q->sent, q->len - q->sent);
+	while (len > 0) {
+		n = write(fd, buf, len);
 		if (n == -1) {
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return -1;
-			pfd.fd = fd;
-			pfd.events = POLLOUT;
-			if (poll(&pfd, 1, -1) == -1 && errno != EINTR)
+			if (wait_writable(fd) == -1)
 				return -1;
 			continue;
 		}
-		q->sent += (size_t)n;
+		buf += n;
+		len -= (size_t)n;
 	}
+	return 0;
+}
+
+int
+oq_flush(struct oqueue *q, int fd)
+{
+	if (write_all(fd, q->buf + q->sent, q->len - q->sent) == -1)
+		return -1;
 	q->sent = q->len = q->reply_start = 0;
 	return 0;
+}
+
+/* Copies by read and write where sendfile(2) cannot: ENOSYS, EINVAL. */
+static ssize_t
+copy_out(int fd, int in, off_t off, size_t n)
+{
+	static uint8_t buf[64 * 1024];
+	size_t want;
+	ssize_t r;
+
+	want = n < sizeof buf ? n : sizeof buf;
+	do {
+		r = pread(in, buf, want, off);
+	} while (r == -1 && errno == EINTR);
+	if (r <= 0)
+		return 0;	/* end of file, or unreadable: zeros follow */
+	if (write_all(fd, buf, (size_t)r) == -1)
+		return -1;
+	return r;
+}
+
+ssize_t
+oq_sendfile(struct oqueue *q, int fd, int in, off_t off, size_t n)
+{
+	static const uint8_t zeros[4096];
+	size_t sent = 0, z;
+	int fallback = 0;
+	ssize_t r;
+
+	if (oq_flush(q, fd) == -1)
+		return -1;
+	while (sent < n) {
+		if (!fallback)
+			r = sendfile(fd, in, &off, n - sent);
+		else
+			r = copy_out(fd, in, off, n - sent);
+		if (r == -1) {
+			if (errno == EINTR)
+				continue;
+			if (!fallback && (errno == EINVAL || errno == ENOSYS)) {
+				fallback = 1;
+				continue;
+			}
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (wait_writable(fd) == -1)
+					return -1;
+				continue;
+			}
+			if (fallback || errno == EPIPE || errno == ECONNRESET)
+				return -1;
+			/* A read error: the rest is zeros. */
+			r = 0;
+		}
+		if (r == 0)
+			break;
+		if (fallback)
+			off += r;
+		sent += (size_t)r;
+	}
+	for (size_t left = n - sent; left > 0; left -= z) {
+		z = left < sizeof zeros ? left : sizeof zeros;
+		if (write_all(fd, zeros, z) == -1)
+			return -1;
+	}
+	return (ssize_t)sent;
 }
 
 static int
@@ -609,6 +695,26 @@ pkt_data_begin(struct oqueue *q, struct reply *r, uint32_t id, size_t max)
 	}
 	poke_u32(q->buf + q->len, id);
 	return q->buf + q->len + 8;
+}
+
+int
+pkt_data_header(struct oqueue *q, uint32_t id, size_t n)
+{
+	struct reply r;
+	int e;
+
+	if (n > SFTP_MAX_READ)
+		return PKT_ENOSPACE;
+	if ((e = pkt_begin(q, &r, SSH_FXP_DATA)) != 0)
+		return e;
+	if ((e = pkt_put_u32(q, id)) != 0 || (e = pkt_put_u32(q, n)) != 0) {
+		pkt_cancel(q, &r);
+		return e;
+	}
+	poke_u32(q->buf + r.start, (uint32_t)(q->len - r.start - 4 + n));
+	q->reply_start = q->len;
+	q->nreplies++;
+	return 0;
 }
 
 void

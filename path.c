@@ -122,10 +122,11 @@ path_resolve(const char *path, char *resolved)
 			}
 			memcpy(left, link, (size_t)len + 1);
 			llen = (size_t)len;
-		} else if (!S_ISDIR(st.st_mode) && more) {
-			errno = ENOTDIR;
-			return -1;
 		}
+		/*
+		 * As OpenSSH's sftp_realpath(), a regular file followed by a
+		 * slash, "." or ".." is accepted; "file/x" fails in lstat().
+		 */
 	}
 	/* No trailing slash, but for "/" itself. */
 	if (rlen > 1 && resolved[rlen - 1] == '/')

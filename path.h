@@ -10,8 +10,7 @@
 /*
  * Makes path absolute and canonical into resolved (PATH_MAX bytes),
  * following symlinks (at most 32 hops) as OpenSSH's sftp_realpath() does:
- * the last component may be missing, any other must exist and be a
- * directory.  Returns 0, or -1 with errno set.
+ * the last component may be missing, any other must exist.  Returns 0, or -1 with errno set.
  */
 int	path_resolve(const char *path, char *resolved);
 /*

@@ -40,6 +40,8 @@
 #define SFTP_VERSION	3
 /* READDIR answers at most this many names, as OpenSSH. */
 #define READDIR_BATCH	100
+/* A READ at least this long goes by sendfile(2) when stdout can take it. */
+#define ZEROCOPY_MIN	(16 * 1024)
 /* copy-data moves this much per system call when it copies by hand. */
 #define COPY_CHUNK	(64 * 1024)
 
@@ -61,6 +63,7 @@ static struct handle_table handles;
 
 static int readonly;
 static int init_done;
+static int zerocopy;		/* stdout is a pipe or a socket */
 static char *deny_list;
 static char *allow_list;
 static const char *client_addr = "UNKNOWN";
@@ -74,6 +77,7 @@ static char path2[PATH_MAX];
 static char resolved[PATH_MAX];
 
 static void cleanup_exit(int) __attribute__((noreturn));
+static void output_failed(void) __attribute__((noreturn));
 
 /* The request table: the one list of requests. */
 static void process_open(uint32_t, struct cursor *);
@@ -305,6 +309,16 @@ cleanup_exit(int status)
 	_exit(status);
 }
 
+/* stdout failed: a peer that went away ends the session quietly. */
+static void
+output_failed(void)
+{
+	if (errno == EPIPE || errno == ECONNRESET)
+		cleanup_exit(0);
+	error("write: %s", strerror(errno));
+	cleanup_exit(2);
+}
+
 /* -P and -p: exact, comma-separated names, as OpenSSH's match_list(). */
 static int
 in_list(const char *name, const char *list)
@@ -487,6 +501,24 @@ process_close(uint32_t id, struct cursor *c)
 }
 
 /*
+ * OpenSSH seeks before every read and write, so an offset the file system
+ * cannot hold fails there, with EINVAL: BAD_MESSAGE.  We seek only for
+ * offsets past 2^40, so that the common case costs no system call.  Returns
+ * 1 with errno set for a bad offset.
+ */
+static int
+bad_offset(struct handle *h, uint64_t off)
+{
+	if (off > (uint64_t)INT64_MAX) {
+		errno = EINVAL;
+		return 1;
+	}
+	if (off >= (uint64_t)1 << 40 && lseek(h->fd, (off_t)off, SEEK_SET) == -1)
+		return 1;
+	return 0;
+}
+
+/*
  * Reads until len bytes or end of file: unlike OpenSSH's single read(2), a
  * short read is never passed on, since OpenSSH's client shrinks its request
  * size for the rest of the file after one.  Returns bytes read or -1.
@@ -511,6 +543,43 @@ read_full(int fd, uint8_t *buf, size_t len, off_t off)
 		got += (size_t)n;
 	}
 	return (ssize_t)got;
+}
+
+/*
+ * A READ of a regular file answered with sendfile(2): the DATA header is
+ * queued, the queue written out, and the file's pages go from the page cache
+ * to stdout without a copy through user space.  The length comes from
+ * fstat(2); should the file shrink in between, zeros keep the frame whole.
+ * Returns 0 when the file is not regular and the caller must read it.
+ */
+static int
+read_zerocopy(uint32_t id, struct handle *h, uint64_t off, uint32_t len)
+{
+	struct stat st;
+	ssize_t sent;
+	size_t n;
+
+	if (fstat(h->fd, &st) == -1) {
+		send_status(id, errno_to_status(errno));
+		return 1;
+	}
+	if (!S_ISREG(st.st_mode))
+		return 0;
+	if ((uint64_t)st.st_size <= off) {
+		send_status(id, SSH_FX_EOF);
+		return 1;
+	}
+	n = (uint64_t)st.st_size - off < len ?
+	    (size_t)((uint64_t)st.st_size - off) : len;
+	queued(pkt_data_header(&oq, id, n));
+	debug("request %u: sent data len %zu", id, n);
+	if ((sent = oq_sendfile(&oq, STDOUT_FILENO, h->fd, (off_t)off, n)) == -1)
+		output_failed();
+	if ((size_t)sent < n)
+		error("process_read: \"%.100s\" shrank during a read: %zu "
+		    "bytes sent as zeros", h->path, n - (size_t)sent);
+	h->bytes_read += (uint64_t)sent;
+	return 1;
 }
 
 /* uint32 id, string handle, uint64 offset, uint32 len */
@@ -541,10 +610,12 @@ process_read(uint32_t id, struct cursor *c)
 		debug2("read change len %u to %u", len, SFTP_MAX_READ);
 		len = SFTP_MAX_READ;
 	}
-	if (off > (uint64_t)INT64_MAX) {
-		send_status(id, SSH_FX_BAD_MESSAGE);
+	if (bad_offset(h, off)) {
+		send_status(id, errno_to_status(errno));
 		return;
 	}
+	if (zerocopy && len >= ZEROCOPY_MIN && read_zerocopy(id, h, off, len))
+		return;
 	if ((buf = pkt_data_begin(&oq, &rep, id, len)) == NULL)
 		queued(PKT_ENOSPACE);
 	n = len == 0 ? 0 : read_full(h->fd, buf, len, (off_t)off);
@@ -621,6 +692,8 @@ process_write(uint32_t id, struct cursor *c)
 		status = SSH_FX_FAILURE;
 	} else if (off > (uint64_t)INT64_MAX - len) {
 		status = SSH_FX_BAD_MESSAGE;
+	} else if (!(h->flags & O_APPEND) && bad_offset(h, off)) {
+		status = errno_to_status(errno);
 	} else if (write_full(h, data, len, (off_t)off) == -1) {
 		status = errno_to_status(errno);
 		error("process_write: write \"%.100s\": %s", h->path,
@@ -1323,6 +1396,21 @@ copy_loop(struct handle *rh, off_t roff, struct handle *wh, off_t woff,
 }
 
 /*
+ * Whether a copy of len bytes that met end of file after done bytes answers
+ * EOF.  OpenSSH copies in 64 KiB chunks and answers EOF only when a chunk
+ * read nothing while more than a chunk was still to come; a copy that ends
+ * in its last chunk, short or not, is a success.
+ */
+static int
+copy_hit_eof(uint64_t done, uint64_t len)
+{
+	uint64_t chunks = done / COPY_CHUNK + (done % COPY_CHUNK != 0);
+
+	return len / COPY_CHUNK > chunks + 1 ||
+	    (len / COPY_CHUNK == chunks + 1 && len % COPY_CHUNK != 0);
+}
+
+/*
  * Copies with copy_file_range() while the kernel can, then by hand.
  * Returns SSH_FX_OK, SSH_FX_EOF when the input ended before len bytes, or
  * a failure status.
@@ -1349,7 +1437,8 @@ copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
 		if (n == -1)
 			return errno_to_status(errno);
 		if (n == 0)
-			return to_eof ? SSH_FX_OK : SSH_FX_EOF;
+			return to_eof || !copy_hit_eof(done, len) ? SSH_FX_OK :
+			    SSH_FX_EOF;
 		rh->bytes_read += (uint64_t)n;
 		wh->bytes_written += (uint64_t)n;
 		done += (uint64_t)n;
@@ -1361,7 +1450,8 @@ copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
 		    strerror(errno));
 		return errno_to_status(errno);
 	}
-	if (!to_eof && more < len - done)
+	done += more;
+	if (!to_eof && done < len && copy_hit_eof(done, len))
 		return SSH_FX_EOF;
 	return SSH_FX_OK;
 }
@@ -1576,16 +1666,12 @@ process(struct cursor *c)
 	(void)before;
 }
 
-/* Writes the queue out; a peer that went away ends the session quietly. */
+/* Writes the queue out. */
 static void
 flush_replies(void)
 {
-	if (oq_flush(&oq, STDOUT_FILENO) == -1) {
-		if (errno == EPIPE)
-			cleanup_exit(0);
-		error("write: %s", strerror(errno));
-		cleanup_exit(2);
-	}
+	if (oq_flush(&oq, STDOUT_FILENO) == -1)
+		output_failed();
 }
 
 static void
@@ -1705,6 +1791,7 @@ main(int argc, char **argv)
 	const char *dir = NULL, *conn;
 	char *end, *space;
 	static char addr[256];
+	struct stat st;
 	long mask;
 
 	sanitise_stdfd();
@@ -1804,6 +1891,9 @@ main(int argc, char **argv)
 		error("out of memory");
 		exit(1);
 	}
+	if (fstat(STDOUT_FILENO, &st) == 0 &&
+	    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+		zerocopy = 1;
 	if (dir != NULL && chdir(path2) == -1)
 		error("chdir to \"%s\" failed: %s", path2, strerror(errno));
 	serve();
