@@ -42,6 +42,8 @@
 #define READDIR_BATCH	100
 /* A READ at least this long goes by sendfile(2) when stdout can take it. */
 #define ZEROCOPY_MIN	(16 * 1024)
+/* The pipe buffer asked for on stdin and stdout. */
+#define PIPE_SIZE	(1024 * 1024)
 /* copy-data moves this much per system call when it copies by hand. */
 #define COPY_CHUNK	(64 * 1024)
 
@@ -1891,6 +1893,9 @@ main(int argc, char **argv)
 		error("out of memory");
 		exit(1);
 	}
+	/* Larger pipes: fewer, larger reads and writes on both sides. */
+	sys_pipe_grow(STDIN_FILENO, PIPE_SIZE);
+	sys_pipe_grow(STDOUT_FILENO, PIPE_SIZE);
 	if (fstat(STDOUT_FILENO, &st) == 0 &&
 	    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
 		zerocopy = 1;

@@ -1,5 +1,5 @@
 /*
- * copy_file_range(2) and renameat2(2) are GNU extensions in glibc: this is
+ * copy_file_range(2), renameat2(2) and F_SETPIPE_SZ are GNU extensions in glibc: this is
  * the one file built with _GNU_SOURCE.  Where they are missing, callers get
  * ENOSYS and take their portable path.
  */
@@ -45,5 +45,19 @@ sys_rename_noreplace(const char *old, const char *new)
 	(void)new;
 	errno = ENOSYS;
 	return -1;
+#endif
+}
+
+void
+sys_pipe_grow(int fd, int size)
+{
+#if defined(__linux__) && defined(F_SETPIPE_SZ)
+	int cur;
+
+	if ((cur = fcntl(fd, F_GETPIPE_SZ)) != -1 && cur < size)
+		(void)fcntl(fd, F_SETPIPE_SZ, size);
+#else
+	(void)fd;
+	(void)size;
 #endif
 }

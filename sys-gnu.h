@@ -23,4 +23,10 @@ ssize_t	sys_copy_range(int in, off_t *inoff, int out, off_t *outoff,
  */
 int	sys_rename_noreplace(const char *old, const char *new);
 
+/*
+ * Asks for a pipe buffer of size bytes on fd, when fd is a pipe; a refusal
+ * (not a pipe, over the system's limit) leaves it as it was.
+ */
+void	sys_pipe_grow(int fd, int size);
+
 #endif /* SYS_GNU_H */
