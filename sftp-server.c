@@ -79,6 +79,21 @@ static char path2[PATH_MAX];
 static char resolved[PATH_MAX];
 
 static void cleanup_exit(int) __attribute__((noreturn));
+
+#ifdef SFTP_FUZZ
+#include <setjmp.h>
+/*
+ * Built for the fuzz harness (tests/fuzz_session.c): main() is
+ * sftp_server_main(), and the end of a session jumps back to the harness
+ * with its exit status instead of ending the process.
+ */
+jmp_buf sftp_fuzz_exit;
+int sftp_fuzz_status;
+int sftp_server_main(int, char **);
+#define SERVER_MAIN	sftp_server_main
+#else
+#define SERVER_MAIN	main
+#endif
 static void output_failed(void) __attribute__((noreturn));
 
 /* The request table: the one list of requests. */
@@ -308,7 +323,16 @@ cleanup_exit(int status)
 	logit("session closed for local user %s from [%s]", user_name,
 	    client_addr);
 	errno = saved;
+#ifdef SFTP_FUZZ
+	/* The fuzz harness runs many sessions in one process. */
+	ibuf_free(&ib);
+	oq_free(&oq);
+	handle_table_free(&handles);
+	sftp_fuzz_status = status;
+	longjmp(sftp_fuzz_exit, 1);
+#else
 	_exit(status);
+#endif
 }
 
 /* stdout failed: a peer that went away ends the session quietly. */
@@ -1787,7 +1811,7 @@ sanitise_stdfd(void)
 }
 
 int
-main(int argc, char **argv)
+SERVER_MAIN(int argc, char **argv)
 {
 	int ch, level = LOG_LEVEL_ERROR, facility = LOG_AUTH, on_stderr = 0;
 	const char *dir = NULL, *conn;
@@ -1796,6 +1820,9 @@ main(int argc, char **argv)
 	struct stat st;
 	long mask;
 
+	readonly = init_done = 0;
+	deny_list = allow_list = NULL;
+	optind = 1;
 	sanitise_stdfd();
 	/* Until the options are read, errors go to syslog, as OpenSSH. */
 	log_init("sftp-server", LOG_LEVEL_ERROR, LOG_AUTH, 0);
