@@ -19,8 +19,8 @@ SANFLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 
 PYTHON ?= /usr/bin/python3
 
-SRCS = sftp-server.c packet.c handles.c attrib.c log.c path.c sys-gnu.c
-HDRS = packet.h handles.h attrib.h log.h path.h sys-gnu.h
+SRCS = sftp-server.c packet.c handles.c attrib.c log.c path.c fs.c sys-gnu.c
+HDRS = packet.h handles.h attrib.h log.h path.h fs.h sys-gnu.h
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/test_packet tests/test_handles

@@ -1,5 +1,6 @@
 /*
- * Path handling.  path_resolve() follows the algorithm of the BSD realpath
+ * Path handling.  path_resolve() works on the file system as the client
+ * sees it (fs.h), and follows the algorithm of the BSD realpath
  * that OpenSSH bundles as sftp_realpath(), so REALPATH answers as OpenSSH's
  * server does, including for a missing last component.
  */
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "path.h"
 
 #define SYMLOOP_MAX	32
@@ -45,7 +47,7 @@ path_resolve(const char *path, char *resolved)
 	if (path[0] == '/') {
 		memcpy(resolved, "/", 2);
 		path++;
-	} else if (getcwd(resolved, PATH_MAX) == NULL) {
+	} else if (fs_getcwd(resolved, PATH_MAX) == NULL) {
 		return -1;
 	}
 	rlen = strlen(resolved);
@@ -83,7 +85,7 @@ path_resolve(const char *path, char *resolved)
 			goto toolong;
 		memcpy(resolved + rlen, next, n + 1);
 		rlen += n;
-		if (lstat(resolved, &st) == -1) {
+		if (fs_stat(resolved, &st, 0) == -1) {
 			/* The last component may be missing. */
 			if (errno == ENOENT && !more)
 				return 0;
@@ -94,7 +96,7 @@ path_resolve(const char *path, char *resolved)
 				errno = ELOOP;
 				return -1;
 			}
-			if ((len = readlink(resolved, link, sizeof link - 1)) == -1)
+			if ((len = fs_readlink(resolved, link, sizeof link - 1)) == -1)
 				return -1;
 			if (len == 0) {
 				errno = ENOENT;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "attrib.h"
+#include "fs.h"
 #include "handles.h"
 #include "log.h"
 #include "packet.h"
@@ -487,7 +488,7 @@ process_open(uint32_t id, struct cursor *c)
 	    (flags & (O_CREAT | O_TRUNC)) != 0)) {
 		verbose("Refusing open request in read-only mode");
 		status = SSH_FX_PERMISSION_DENIED;
-	} else if ((fd = open(path1, flags | O_CLOEXEC, mode)) == -1) {
+	} else if ((fd = fs_open(path1, flags, mode)) == -1) {
 		status = errno_to_status(errno);
 	} else if ((h = handle_new(&handles, HANDLE_FILE, path1)) == NULL) {
 		(void)close(fd);	/* out of handles: FAILURE */
@@ -741,7 +742,7 @@ do_stat(uint32_t id, struct cursor *c, int follow)
 	}
 	debug3("request %u: %sstat", id, follow ? "" : "l");
 	verbose("%sstat name \"%s\"", follow ? "" : "l", path1);
-	r = follow ? stat(path1, &st) : lstat(path1, &st);
+	r = fs_stat(path1, &st, follow);
 	if (r == -1) {
 		send_status(id, errno_to_status(errno));
 		return;
@@ -824,14 +825,14 @@ apply_attrs(const char *name, int fd, const struct sftp_attrs *a)
 		    (unsigned long long)a->size);
 		if (a->size > (uint64_t)INT64_MAX) {
 			status = SSH_FX_BAD_MESSAGE;
-		} else if ((fd == -1 ? truncate(name, (off_t)a->size) :
+		} else if ((fd == -1 ? fs_truncate(name, (off_t)a->size) :
 		    ftruncate(fd, (off_t)a->size)) == -1) {
 			status = errno_to_status(errno);
 		}
 	}
 	if (a->flags & SSH_FILEXFER_ATTR_PERMISSIONS) {
 		logit("set \"%s\" mode %04o", name, a->perm);
-		if ((fd == -1 ? chmod(name, a->perm & 07777) :
+		if ((fd == -1 ? fs_chmod(name, a->perm & 07777, 1) :
 		    fchmod(fd, a->perm & 07777)) == -1)
 			status = errno_to_status(errno);
 	}
@@ -841,14 +842,14 @@ apply_attrs(const char *name, int fd, const struct sftp_attrs *a)
 		ts[0].tv_nsec = 0;
 		ts[1].tv_sec = (time_t)a->mtime;
 		ts[1].tv_nsec = 0;
-		if ((fd == -1 ? utimensat(AT_FDCWD, name, ts, 0) :
+		if ((fd == -1 ? fs_utimes(name, ts, 1) :
 		    futimens(fd, ts)) == -1)
 			status = errno_to_status(errno);
 	}
 	if (a->flags & SSH_FILEXFER_ATTR_UIDGID) {
 		logit("set \"%s\" owner %lu group %lu", name,
 		    (unsigned long)a->uid, (unsigned long)a->gid);
-		if ((fd == -1 ? chown(name, a->uid, a->gid) :
+		if ((fd == -1 ? fs_chown(name, a->uid, a->gid, 1) :
 		    fchown(fd, a->uid, a->gid)) == -1)
 			status = errno_to_status(errno);
 	}
@@ -906,7 +907,7 @@ process_opendir(uint32_t id, struct cursor *c)
 	}
 	debug3("request %u: opendir", id);
 	logit("opendir \"%s\"", path1);
-	if ((d = opendir(path1)) == NULL) {
+	if ((d = fs_opendir(path1)) == NULL) {
 		send_status(id, errno_to_status(errno));
 		return;
 	}
@@ -956,7 +957,7 @@ process_readdir(uint32_t id, struct cursor *c)
 		errno = 0;
 		if ((de = readdir(h->dir)) == NULL)
 			break;
-		if (fstatat(h->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		if (fs_stat_entry(h->fd, de->d_name, &st) == -1)
 			continue;
 		attrs_from_stat(&st, &a);
 		attrs_longname(longname, de->d_name, &st, now);
@@ -984,7 +985,7 @@ process_remove(uint32_t id, struct cursor *c)
 	}
 	debug3("request %u: remove", id);
 	logit("remove name \"%s\"", path1);
-	r = unlink(path1);
+	r = fs_unlink(path1);
 	send_status(id, r == -1 ? errno_to_status(errno) : SSH_FX_OK);
 }
 
@@ -1005,7 +1006,7 @@ process_mkdir(uint32_t id, struct cursor *c)
 	    0777;
 	debug3("request %u: mkdir", id);
 	logit("mkdir name \"%s\" mode 0%o", path1, (unsigned)mode);
-	r = mkdir(path1, mode);
+	r = fs_mkdir(path1, mode);
 	send_status(id, r == -1 ? errno_to_status(errno) : SSH_FX_OK);
 }
 
@@ -1021,7 +1022,7 @@ process_rmdir(uint32_t id, struct cursor *c)
 	}
 	debug3("request %u: rmdir", id);
 	logit("rmdir name \"%s\"", path1);
-	r = rmdir(path1);
+	r = fs_rmdir(path1);
 	send_status(id, r == -1 ? errno_to_status(errno) : SSH_FX_OK);
 }
 
@@ -1057,35 +1058,35 @@ rename_noreplace(const char *oldpath, const char *newpath)
 {
 	struct stat sb;
 
-	if (sys_rename_noreplace(oldpath, newpath) == 0)
+	if (fs_rename(oldpath, newpath, 1) == 0)
 		return SSH_FX_OK;
 	if (errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
 		return errno_to_status(errno);
-	if (lstat(oldpath, &sb) == -1)
+	if (fs_stat(oldpath, &sb, 0) == -1)
 		return errno_to_status(errno);
 	if (S_ISREG(sb.st_mode)) {
-		if (link(oldpath, newpath) == -1) {
+		if (fs_link(oldpath, newpath) == -1) {
 			if (errno != EOPNOTSUPP && errno != ENOSYS &&
 			    errno != EXDEV && errno != EPERM)
 				return errno_to_status(errno);
 			/* No links on this file system: stat, then rename. */
-			if (stat(newpath, &sb) == 0)
+			if (fs_stat(newpath, &sb, 1) == 0)
 				return SSH_FX_FAILURE;
-			if (rename(oldpath, newpath) == -1)
+			if (fs_rename(oldpath, newpath, 0) == -1)
 				return errno_to_status(errno);
 			return SSH_FX_OK;
 		}
-		if (unlink(oldpath) == -1) {
+		if (fs_unlink(oldpath) == -1) {
 			int e = errno;
 
-			(void)unlink(newpath);	/* drop the spare link */
+			(void)fs_unlink(newpath);	/* drop the spare link */
 			return errno_to_status(e);
 		}
 		return SSH_FX_OK;
 	}
-	if (stat(newpath, &sb) == 0)
+	if (fs_stat(newpath, &sb, 1) == 0)
 		return SSH_FX_FAILURE;
-	if (rename(oldpath, newpath) == -1)
+	if (fs_rename(oldpath, newpath, 0) == -1)
 		return errno_to_status(errno);
 	return SSH_FX_OK;
 }
@@ -1119,7 +1120,7 @@ process_readlink(uint32_t id, struct cursor *c)
 	}
 	debug3("request %u: readlink", id);
 	verbose("readlink \"%s\"", path1);
-	if ((len = readlink(path1, resolved, sizeof resolved - 1)) == -1) {
+	if ((len = fs_readlink(path1, resolved, sizeof resolved - 1)) == -1) {
 		send_status(id, errno_to_status(errno));
 		return;
 	}
@@ -1145,7 +1146,7 @@ process_symlink(uint32_t id, struct cursor *c)
 	}
 	debug3("request %u: symlink", id);
 	logit("symlink old \"%s\" new \"%s\"", path1, path2);
-	r = symlink(path1, path2);
+	r = fs_symlink(path1, path2);
 	send_status(id, r == -1 ? errno_to_status(errno) : SSH_FX_OK);
 }
 
@@ -1162,7 +1163,7 @@ process_ext_posix_rename(uint32_t id, struct cursor *c)
 	}
 	debug3("request %u: posix-rename", id);
 	logit("posix-rename old \"%s\" new \"%s\"", path1, path2);
-	r = rename(path1, path2);
+	r = fs_rename(path1, path2, 0);
 	send_status(id, r == -1 ? errno_to_status(errno) : SSH_FX_OK);
 }
 
@@ -1203,7 +1204,7 @@ process_ext_statvfs(uint32_t id, struct cursor *c)
 	}
 	debug3("request %u: statvfs", id);
 	logit("statvfs \"%s\"", path1);
-	if (statvfs(path1, &st) == -1) {
+	if (fs_statvfs(path1, &st) == -1) {
 		send_status(id, errno_to_status(errno));
 		return;
 	}
@@ -1249,7 +1250,7 @@ process_ext_hardlink(uint32_t id, struct cursor *c)
 	}
 	debug3("request %u: hardlink", id);
 	logit("hardlink old \"%s\" new \"%s\"", path1, path2);
-	r = link(path1, path2);
+	r = fs_link(path1, path2);
 	send_status(id, r == -1 ? errno_to_status(errno) : SSH_FX_OK);
 }
 
@@ -1286,7 +1287,6 @@ process_ext_lsetstat(uint32_t id, struct cursor *c)
 {
 	struct sftp_attrs a;
 	struct timespec ts[2];
-	struct stat st;
 	uint32_t status = SSH_FX_OK;
 	int r;
 
@@ -1302,11 +1302,7 @@ process_ext_lsetstat(uint32_t id, struct cursor *c)
 	}
 	if (a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) {
 		logit("set \"%s\" mode %04o", path1, a.perm);
-		if (lstat(path1, &st) == -1)
-			status = errno_to_status(errno);
-		else if (S_ISLNK(st.st_mode))
-			status = errno_to_status(EOPNOTSUPP);
-		else if (chmod(path1, a.perm & 07777) == -1)
+		if (fs_chmod(path1, a.perm & 07777, 0) == -1)
 			status = errno_to_status(errno);
 	}
 	if (a.flags & SSH_FILEXFER_ATTR_ACMODTIME) {
@@ -1315,14 +1311,13 @@ process_ext_lsetstat(uint32_t id, struct cursor *c)
 		ts[0].tv_nsec = 0;
 		ts[1].tv_sec = (time_t)a.mtime;
 		ts[1].tv_nsec = 0;
-		if (utimensat(AT_FDCWD, path1, ts, AT_SYMLINK_NOFOLLOW) == -1)
+		if (fs_utimes(path1, ts, 0) == -1)
 			status = errno_to_status(errno);
 	}
 	if (a.flags & SSH_FILEXFER_ATTR_UIDGID) {
 		logit("set \"%s\" owner %lu group %lu", path1,
 		    (unsigned long)a.uid, (unsigned long)a.gid);
-		if (fchownat(AT_FDCWD, path1, a.uid, a.gid,
-		    AT_SYMLINK_NOFOLLOW) == -1)
+		if (fs_chown(path1, a.uid, a.gid, 0) == -1)
 			status = errno_to_status(errno);
 	}
 	send_status(id, status);
@@ -1561,6 +1556,18 @@ process_ext_home_directory(uint32_t id, struct cursor *c)
 		send_status(id, SSH_FX_FAILURE);
 		return;
 	}
+	/*
+	 * Under -r, a home is answered as the client sees it; the client's own
+	 * home outside the root is the root, another user's is FAILURE.
+	 */
+	if (fs_visible(home, resolved, sizeof resolved) == 0) {
+		home = resolved;
+	} else if (path1[0] == '\0' || strcmp(path1, user_name) == 0) {
+		home = "/";
+	} else {
+		send_status(id, SSH_FX_FAILURE);
+		return;
+	}
 	verbose("home-directory \"%s\"", home);
 	send_name1(id, home);
 }
@@ -1740,7 +1747,7 @@ usage(void)
 	fprintf(stderr,
 	    "usage: sftp-server [-ehR] [-d start_directory] [-f log_facility] "
 	    "[-l log_level]\n\t[-P denied_requests] "
-	    "[-p allowed_requests] [-u umask]\n"
+	    "[-p allowed_requests] [-r root_directory] [-u umask]\n"
 	    "       sftp-server -Q protocol_feature\n");
 	exit(1);
 }
@@ -1782,18 +1789,35 @@ find_user(void)
 	    home != NULL ? home : "/");
 }
 
-/* -d: ~ and %d, %u, %U, %% expanded, then chdir; failure is only logged. */
+/* The argument of -d or -r with ~ and %d, %u, %U, %% expanded into out. */
 static void
-start_directory(const char *arg)
+expand_dir(const char *arg, char *out, size_t size)
 {
 	if (path_tilde(arg, user_home, path1, sizeof path1) == -1)
-		die("Invalid start directory \"%s\"", arg);
-	if (path_percent(path1, user_home, user_name, user_uid, path2,
-	    sizeof path2) == -1) {
+		die("Invalid directory \"%s\"", arg);
+	if (path_percent(path1, user_home, user_name, user_uid, out,
+	    size) == -1) {
 		if (errno == EINVAL)
 			die("percent_expand: invalid format \"%s\"", path1);
-		die("Start directory too long: \"%s\"", arg);
+		die("Directory too long: \"%s\"", arg);
 	}
+}
+
+/*
+ * -r: every path beneath root.  Where the kernel cannot confine paths the
+ * server refuses to start rather than confine them less safely.
+ */
+static void
+confine(const char *root)
+{
+	if (fs_confine(root) == 0)
+		return;
+	if (errno == ENOSYS)
+		error("-r needs openat2(2) (Linux 5.6 or later): refusing to "
+		    "start");
+	else
+		error("root directory \"%s\": %s", root, strerror(errno));
+	exit(1);
 }
 
 /* sshd leaves fds 0 to 2 open; anyone else may not. */
@@ -1814,7 +1838,8 @@ int
 SERVER_MAIN(int argc, char **argv)
 {
 	int ch, level = LOG_LEVEL_ERROR, facility = LOG_AUTH, on_stderr = 0;
-	const char *dir = NULL, *conn;
+	const char *dir = NULL, *root = NULL, *conn;
+	static char startdir[PATH_MAX], rootdir[PATH_MAX];
 	char *end, *space;
 	static char addr[256];
 	struct stat st;
@@ -1828,7 +1853,7 @@ SERVER_MAIN(int argc, char **argv)
 	log_init("sftp-server", LOG_LEVEL_ERROR, LOG_AUTH, 0);
 	find_user();
 	opterr = 0;
-	while ((ch = getopt(argc, argv, "d:f:l:P:p:Q:u:cehR")) != -1) {
+	while ((ch = getopt(argc, argv, "d:f:l:P:p:Q:r:u:cehR")) != -1) {
 		switch (ch) {
 		case 'Q':
 			if (strcasecmp(optarg, "requests") != 0) {
@@ -1847,6 +1872,9 @@ SERVER_MAIN(int argc, char **argv)
 			break;
 		case 'd':
 			dir = optarg;
+			break;
+		case 'r':
+			root = optarg;
 			break;
 		case 'e':
 			on_stderr = 1;
@@ -1890,7 +1918,9 @@ SERVER_MAIN(int argc, char **argv)
 			break;
 	}
 	if (dir != NULL)
-		start_directory(dir);
+		expand_dir(dir, startdir, sizeof startdir);
+	if (root != NULL)
+		expand_dir(root, rootdir, sizeof rootdir);
 
 	log_init("sftp-server", level, facility, on_stderr);
 	/* As OpenSSH on Linux: no core dumps, no ptrace by the same user. */
@@ -1926,8 +1956,10 @@ SERVER_MAIN(int argc, char **argv)
 	if (fstat(STDOUT_FILENO, &st) == 0 &&
 	    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
 		zerocopy = 1;
-	if (dir != NULL && chdir(path2) == -1)
-		error("chdir to \"%s\" failed: %s", path2, strerror(errno));
+	if (root != NULL)
+		confine(rootdir);
+	if (dir != NULL && fs_chdir(startdir) == -1)
+		error("chdir to \"%s\" failed: %s", startdir, strerror(errno));
 	serve();
 	return 0;
 }

@@ -36,12 +36,14 @@ sys_copy_range(int in, off_t *inoff, int out, off_t *outoff, size_t len)
 }
 
 int
-sys_rename_noreplace(const char *old, const char *new)
+sys_rename_noreplace(int olddir, const char *old, int newdir, const char *new)
 {
 #if defined(__linux__) && defined(RENAME_NOREPLACE)
-	return renameat2(AT_FDCWD, old, AT_FDCWD, new, RENAME_NOREPLACE);
+	return renameat2(olddir, old, newdir, new, RENAME_NOREPLACE);
 #else
+	(void)olddir;
 	(void)old;
+	(void)newdir;
 	(void)new;
 	errno = ENOSYS;
 	return -1;

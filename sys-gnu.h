@@ -18,10 +18,11 @@
 ssize_t	sys_copy_range(int in, off_t *inoff, int out, off_t *outoff,
 	    size_t len);
 /*
- * Renames, failing with EEXIST when new exists.  Returns 0, or -1 with
+ * renameat(2), failing with EEXIST when new exists.  Returns 0, or -1 with
  * errno; ENOSYS or EINVAL means the file system cannot do it atomically.
  */
-int	sys_rename_noreplace(const char *old, const char *new);
+int	sys_rename_noreplace(int olddir, const char *old, int newdir,
+	    const char *new);
 
 /*
  * Asks for a pipe buffer of size bytes on fd, when fd is a pipe; a refusal

@@ -1,0 +1,68 @@
+/*
+ * The file system as the client sees it.  Every request reaches files
+ * through these calls.  Normally they are the plain system calls on the
+ * client's path.  With -r (fs_confine()) every path is resolved beneath one
+ * directory by the kernel itself, with openat2(2) and RESOLVE_IN_ROOT:
+ * "..", absolute paths and symlinks, absolute ones included, all stay
+ * inside, and the paths the client sees start at that directory.
+ *
+ * Each call returns what its system call returns, with errno set.
+ */
+#ifndef FS_H
+#define FS_H
+
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <dirent.h>
+#include <stddef.h>
+#include <time.h>
+
+/*
+ * Confines every later call beneath dir.  Returns 0, or -1 with errno
+ * (ENOSYS: the kernel has no openat2(2), and nothing is confined).
+ */
+int	fs_confine(const char *dir);
+/* Whether fs_confine() is in force. */
+int	fs_confined(void);
+/*
+ * The path the client sees for a path of the system (a home directory):
+ * itself, or under -r its part beneath the root.  Returns 0, or -1 with
+ * errno ENOENT when the client cannot see it.
+ */
+int	fs_visible(const char *host, char *out, size_t size);
+/* Changes the client's current directory. */
+int	fs_chdir(const char *);
+/* The client's current directory, as the client sees it. */
+char	*fs_getcwd(char *, size_t);
+
+/* open(2); mode is used only with O_CREAT. */
+int	fs_open(const char *, int flags, mode_t mode);
+DIR	*fs_opendir(const char *);
+/* stat(2) when follow, lstat(2) otherwise. */
+int	fs_stat(const char *, struct stat *, int follow);
+/*
+ * The attributes of the entry name of an open directory; for ".." of the
+ * confining directory, its own, since its parent is not the client's to see.
+ */
+int	fs_stat_entry(int dirfd, const char *name, struct stat *);
+int	fs_statvfs(const char *, struct statvfs *);
+ssize_t	fs_readlink(const char *, char *, size_t);
+
+int	fs_unlink(const char *);
+int	fs_mkdir(const char *, mode_t);
+int	fs_rmdir(const char *);
+/* symlink(2): target is stored as given. */
+int	fs_symlink(const char *target, const char *linkpath);
+int	fs_link(const char *oldpath, const char *newpath);
+/* rename(2), or with noreplace renameat2(2)'s RENAME_NOREPLACE. */
+int	fs_rename(const char *oldpath, const char *newpath, int noreplace);
+
+int	fs_truncate(const char *, off_t);
+/* Attribute changes; follow chooses between the file a link names and it. */
+int	fs_chmod(const char *, mode_t, int follow);
+int	fs_utimes(const char *, const struct timespec[2], int follow);
+int	fs_chown(const char *, uid_t, gid_t, int follow);
+
+#endif /* FS_H */
