@@ -180,32 +180,102 @@ attrs_strmode(mode_t mode, char buf[12])
 	buf[11] = '\0';
 }
 
+/* Appends s (len bytes), padded with spaces to width on the left or right. */
+static size_t
+put_field(char *buf, size_t o, const char *s, size_t len, size_t width,
+    int left)
+{
+	size_t pad = len < width ? width - len : 0;
+	size_t room = LONGNAME_MAX - 1 - o;
+
+	if (!left) {
+		pad = pad < room ? pad : room;
+		memset(buf + o, ' ', pad);
+		o += pad;
+		room -= pad;
+		pad = 0;
+	}
+	len = len < room ? len : room;
+	memcpy(buf + o, s, len);
+	o += len;
+	room -= len;
+	pad = pad < room ? pad : room;
+	memset(buf + o, ' ', pad);
+	return o + pad;
+}
+
+/* Appends the decimal v right-aligned in width. */
+static size_t
+put_number(char *buf, size_t o, unsigned long long v, size_t width)
+{
+	char tmp[24];
+	size_t n = sizeof tmp;
+
+	do {
+		tmp[--n] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v > 0);
+	return put_field(buf, o, tmp + n, sizeof tmp - n, width, 0);
+}
+
+/*
+ * The date column: "%b %e %H:%M" for the last half year, "%b %e  %Y"
+ * otherwise, in the C locale, as strftime(3) would write them.  Entries of
+ * a listing often share an mtime, so the last one is kept.
+ */
+static const char *
+date_column(time_t mtime, time_t now)
+{
+	static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	static time_t last_mtime;
+	static int last_recent = -1;
+	static char date[32];
+	int recent = now - (365 * 24 * 60 * 60) / 2 < mtime && now >= mtime;
+	struct tm tm;
+
+	if (recent == last_recent && mtime == last_mtime)
+		return date;
+	last_recent = recent;
+	last_mtime = mtime;
+	date[0] = '\0';
+	/* tzset() ran at start; localtime_r() does not read TZ again. */
+	if (localtime_r(&mtime, &tm) == NULL || tm.tm_mon < 0 ||
+	    tm.tm_mon > 11)
+		return date;
+	if (recent)
+		(void)snprintf(date, sizeof date, "%.3s %2d %02d:%02d",
+		    months + 3 * tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min);
+	else
+		(void)snprintf(date, sizeof date, "%.3s %2d  %d",
+		    months + 3 * tm.tm_mon, tm.tm_mday, tm.tm_year + 1900);
+	return date;
+}
+
 void
 attrs_longname(char *buf, const char *name, const struct stat *st, time_t now)
 {
-	char mode[12], date[32];
-	const char *user, *group;
-	struct tm tm;
-	int ulen, glen;
-	size_t n = 0;
+	const char *user, *group, *date;
+	size_t o, len;
 
-	attrs_strmode(st->st_mode, mode);
+	/* "%s %3u %-*s %-*s %8llu %s %s", by hand: this is per entry. */
+	attrs_strmode(st->st_mode, buf);
+	o = 11;
+	buf[o++] = ' ';
+	o = put_number(buf, o, (unsigned long long)st->st_nlink, 3);
+	buf[o++] = ' ';
 	user = attrs_user_name(st->st_uid);
+	len = strlen(user);
+	o = put_field(buf, o, user, len, 8, 1);
+	o = put_field(buf, o, " ", 1, 0, 1);
 	group = attrs_group_name(st->st_gid);
-	/* tzset() ran at start; localtime_r() does not read TZ again. */
-	if (localtime_r(&st->st_mtime, &tm) != NULL) {
-		if (now - (365 * 24 * 60 * 60) / 2 < st->st_mtime &&
-		    now >= st->st_mtime)
-			n = strftime(date, sizeof date, "%b %e %H:%M", &tm);
-		else
-			n = strftime(date, sizeof date, "%b %e  %Y", &tm);
-	}
-	if (n == 0)
-		date[0] = '\0';
-	ulen = (int)strlen(user);
-	glen = (int)strlen(group);
-	(void)snprintf(buf, LONGNAME_MAX, "%s %3u %-*s %-*s %8llu %s %s", mode,
-	    (unsigned)st->st_nlink, ulen > 8 ? ulen : 8, user,
-	    glen > 8 ? glen : 8, group, (unsigned long long)st->st_size, date,
-	    name);
+	len = strlen(group);
+	o = put_field(buf, o, group, len, 8, 1);
+	o = put_field(buf, o, " ", 1, 0, 1);
+	o = put_number(buf, o, (unsigned long long)st->st_size, 8);
+	o = put_field(buf, o, " ", 1, 0, 1);
+	date = date_column(st->st_mtime, now);
+	o = put_field(buf, o, date, strlen(date), 0, 1);
+	o = put_field(buf, o, " ", 1, 0, 1);
+	o = put_field(buf, o, name, strlen(name), 0, 1);
+	buf[o] = '\0';
 }
