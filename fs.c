@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 
@@ -48,6 +49,9 @@ struct fs_open_how {
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2	452
 #endif
+
+/* statfs(2)'s f_type of procfs, as <linux/magic.h>. */
+#define PROC_FS_MAGIC	0x9fa0
 
 /* Retries of openat2() when a concurrent rename makes it answer EAGAIN. */
 #define OPENAT2_TRIES	64
@@ -115,25 +119,59 @@ jail_open(const char *path, int flags, mode_t mode)
 #endif
 }
 
+/* Closes fd keeping errno: the result of the call before it is what counts. */
+static void
+close_keep_errno(int fd)
+{
+	int e = errno;
+
+	(void)close(fd);
+	errno = e;
+}
+
+/* jail_parent(): the entry may be missing even when the path ends in "/". */
+#define JP_MAY_CREATE	0x1
+
+/*
+ * A path that ends in "/" names a directory: its entry must be one, or be
+ * missing when the call is about to make one.  A symlink is refused rather
+ * than followed, since following it is what the *at() calls must not do.
+ */
+static int
+check_dir_entry(int dirfd, const char *name, int flags)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return errno == ENOENT && (flags & JP_MAY_CREATE) ? 0 : -1;
+	if (S_ISDIR(st.st_mode))
+		return 0;
+	errno = ENOTDIR;
+	return -1;
+}
+
 /*
  * The directory that holds the last component of path, opened beneath the
  * root, and that component.  When the last component is "/", "." or "..",
- * *basep is NULL and the descriptor is the directory the whole path names.
- * Trailing slashes are dropped.  Returns the descriptor or -1.
+ * *basep is NULL and the descriptor is the directory the whole path names;
+ * buf then ends in that component.  Trailing slashes are dropped after
+ * check_dir_entry().  Returns the descriptor or -1.
  */
 static int
-jail_parent(const char *path, char *buf, const char **basep)
+jail_parent(const char *path, char *buf, const char **basep, int flags)
 {
 	char *slash;
 	size_t len;
-	int fd;
+	int fd, trailing = 0;
 
 	*basep = NULL;
 	if (virtual_path(path, buf) == -1)
 		return -1;
 	len = strlen(buf);
-	while (len > 1 && buf[len - 1] == '/')
+	while (len > 1 && buf[len - 1] == '/') {
 		buf[--len] = '\0';
+		trailing = 1;
+	}
 	slash = strrchr(buf, '/');
 	if (strcmp(slash + 1, "") == 0 || strcmp(slash + 1, ".") == 0 ||
 	    strcmp(slash + 1, "..") == 0)
@@ -146,17 +184,27 @@ jail_parent(const char *path, char *buf, const char **basep)
 		fd = jail_open(buf, O_PATH | O_DIRECTORY, 0);
 		*slash = '/';
 	}
+	if (fd != -1 && trailing && check_dir_entry(fd, *basep, flags) == -1) {
+		close_keep_errno(fd);
+		return -1;
+	}
 	return fd;
 }
 
-/* Closes fd keeping errno: the result of the call before it is what counts. */
-static void
-close_keep_errno(int fd)
+/*
+ * The errno of a call on a path that ends in "/", "." or "..", which has
+ * no last name to act on: what rmdir(2) and the others give for them.
+ */
+static int
+dots_errno(const char *buf, int for_rmdir)
 {
-	int e = errno;
+	const char *last = strrchr(buf, '/') + 1;
 
-	(void)close(fd);
-	errno = e;
+	if (!for_rmdir)
+		return EEXIST;
+	if (strcmp(last, ".") == 0)
+		return EINVAL;
+	return strcmp(last, "..") == 0 ? ENOTEMPTY : EBUSY;
 }
 
 int
@@ -217,7 +265,7 @@ fs_visible(const char *host, char *out, size_t size)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	memcpy(out, rest, strlen(rest) + 1);
+	memmove(out, rest, strlen(rest) + 1);	/* out may be host */
 	return 0;
 }
 
@@ -290,7 +338,7 @@ fs_stat(const char *path, struct stat *st, int follow)
 			return -1;
 		r = fstat(fd, st);
 	} else {
-		if ((fd = jail_parent(path, buf, &base)) == -1)
+		if ((fd = jail_parent(path, buf, &base, 0)) == -1)
 			return -1;
 		if (base == NULL)
 			r = fstat(fd, st);
@@ -327,6 +375,15 @@ fs_statvfs(const char *path, struct statvfs *st)
 	return r;
 }
 
+/* Whether the directory fd is on a procfs. */
+static int
+on_procfs(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_FS_MAGIC;
+}
+
 ssize_t
 fs_readlink(const char *path, char *out, size_t size)
 {
@@ -337,9 +394,10 @@ fs_readlink(const char *path, char *out, size_t size)
 
 	if (!fs_confined())
 		return readlink(path, out, size);
-	if ((fd = jail_parent(path, buf, &base)) == -1)
+	if ((fd = jail_parent(path, buf, &base, 0)) == -1)
 		return -1;
-	if (base == NULL) {
+	if (base == NULL || on_procfs(fd)) {
+		/* Links in a /proc mounted inside would tell host paths. */
 		errno = EINVAL;
 		r = -1;
 	} else {
@@ -362,11 +420,12 @@ entry_op(enum entry_op op, const char *path, mode_t mode, const char *target)
 	const char *base;
 	int fd, r = -1;
 
-	if ((fd = jail_parent(path, buf, &base)) == -1)
+	if ((fd = jail_parent(path, buf, &base,
+	    op == OP_MKDIR ? JP_MAY_CREATE : 0)) == -1)
 		return -1;
 	if (base == NULL) {
-		errno = op == OP_UNLINK ? EISDIR : op == OP_RMDIR ? EBUSY :
-		    EEXIST;
+		errno = op == OP_UNLINK ? EISDIR : dots_errno(buf,
+		    op == OP_RMDIR);
 	} else {
 		switch (op) {
 		case OP_UNLINK:
@@ -425,11 +484,17 @@ pair_op(int is_link, int noreplace, const char *oldpath, const char *newpath)
 {
 	char obuf[PATH_MAX], nbuf[PATH_MAX];
 	const char *obase, *nbase;
-	int ofd, nfd, r = -1;
+	struct stat st;
+	int ofd, nfd, r = -1, nflags = 0;
 
-	if ((ofd = jail_parent(oldpath, obuf, &obase)) == -1)
+	if ((ofd = jail_parent(oldpath, obuf, &obase, 0)) == -1)
 		return -1;
-	if ((nfd = jail_parent(newpath, nbuf, &nbase)) == -1) {
+	/* "new/" may be missing when a directory is renamed to it. */
+	if (!is_link && obase != NULL &&
+	    fstatat(ofd, obase, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISDIR(st.st_mode))
+		nflags = JP_MAY_CREATE;
+	if ((nfd = jail_parent(newpath, nbuf, &nbase, nflags)) == -1) {
 		close_keep_errno(ofd);
 		return -1;
 	}
@@ -528,7 +593,7 @@ fs_chmod(const char *path, mode_t mode, int follow)
 			return -1;
 		r = chmod_fd(fd, mode);
 	} else {
-		if ((fd = jail_parent(path, buf, &base)) == -1)
+		if ((fd = jail_parent(path, buf, &base, 0)) == -1)
 			return -1;
 		if (base == NULL)
 			r = chmod_fd(fd, mode);
@@ -559,7 +624,7 @@ fs_utimes(const char *path, const struct timespec ts[2], int follow)
 		fd = jail_open(path, O_PATH, 0);
 		base = NULL;
 	} else {
-		fd = jail_parent(path, buf, &base);
+		fd = jail_parent(path, buf, &base, 0);
 	}
 	if (fd == -1)
 		return -1;
@@ -585,7 +650,7 @@ fs_chown(const char *path, uid_t uid, gid_t gid, int follow)
 		fd = jail_open(path, O_PATH, 0);
 		base = NULL;
 	} else {
-		fd = jail_parent(path, buf, &base);
+		fd = jail_parent(path, buf, &base, 0);
 	}
 	if (fd == -1)
 		return -1;

@@ -1,6 +1,7 @@
 /*
- * The handle table: a fixed array of slots allocated at start, a LIFO free
- * list, and a generation per slot bumped at every release.
+ * The handle table: slots in chunks allocated as the number of open handles
+ * first grows to them, a LIFO free list, and a generation per slot bumped at
+ * every release.
  */
 #include <sys/types.h>
 #include <sys/resource.h>
@@ -28,12 +29,11 @@ int
 handle_table_init(struct handle_table *t, uint32_t n)
 {
 	memset(t, 0, sizeof *t);
-	/*
-	 * Slots are handed out in order before any is reused, so the pages of
-	 * slots never used are never touched: calloc of this size maps zero
-	 * pages, and the table costs memory only for the handles a client opens.
-	 */
-	if (n == 0 || (t->slots = calloc(n, sizeof *t->slots)) == NULL)
+	if (n == 0 || n > HANDLE_CAP)
+		return -1;
+	t->chunks = calloc((n + HANDLE_CHUNK - 1) / HANDLE_CHUNK,
+	    sizeof *t->chunks);
+	if (t->chunks == NULL)
 		return -1;
 	t->nslots = n;
 	t->free_head = HANDLE_NONE;
@@ -43,23 +43,38 @@ handle_table_init(struct handle_table *t, uint32_t n)
 void
 handle_table_free(struct handle_table *t)
 {
-	free(t->slots);
+	for (uint32_t i = 0; i < t->fresh; i += HANDLE_CHUNK)
+		free(t->chunks[i / HANDLE_CHUNK]);
+	free(t->chunks);
 	memset(t, 0, sizeof *t);
+}
+
+static struct handle *
+slot(const struct handle_table *t, uint32_t i)
+{
+	return &t->chunks[i / HANDLE_CHUNK][i % HANDLE_CHUNK];
 }
 
 struct handle *
 handle_new(struct handle_table *t, enum handle_kind kind, const char *path)
 {
+	struct handle **chunk;
 	struct handle *h;
 	size_t len;
 
 	if (kind == HANDLE_FREE)
 		return NULL;
 	if (t->free_head != HANDLE_NONE) {
-		h = &t->slots[t->free_head];
+		h = slot(t, t->free_head);
 		t->free_head = h->next_free;
 	} else if (t->fresh < t->nslots) {
-		h = &t->slots[t->fresh++];
+		/* Slots are handed out in order before any is reused. */
+		chunk = &t->chunks[t->fresh / HANDLE_CHUNK];
+		if (*chunk == NULL &&
+		    (*chunk = calloc(HANDLE_CHUNK, sizeof **chunk)) == NULL)
+			return NULL;
+		h = slot(t, t->fresh);
+		h->index = t->fresh++;
 	} else {
 		return NULL;
 	}
@@ -97,7 +112,8 @@ void
 handle_encode(const struct handle_table *t, const struct handle *h,
     uint8_t out[HANDLE_LEN])
 {
-	put_u32(out, (uint32_t)(h - t->slots));
+	(void)t;
+	put_u32(out, h->index);
 	put_u32(out + 4, h->gen);
 }
 
@@ -113,7 +129,7 @@ handle_lookup(struct handle_table *t, const uint8_t *s, size_t len,
 	i = get_u32(s);
 	if (i >= t->fresh)
 		return NULL;
-	h = &t->slots[i];
+	h = slot(t, i);
 	if (h->kind == HANDLE_FREE || h->gen != get_u32(s + 4))
 		return NULL;
 	if (kind != HANDLE_FREE && h->kind != kind)
@@ -131,14 +147,14 @@ handle_release(struct handle_table *t, struct handle *h)
 	h->fd = -1;
 	h->dir = NULL;
 	h->next_free = t->free_head;
-	t->free_head = (uint32_t)(h - t->slots);
+	t->free_head = h->index;
 	t->used--;
 }
 
 struct handle *
 handle_at(struct handle_table *t, uint32_t i)
 {
-	if (i >= t->fresh || t->slots[i].kind == HANDLE_FREE)
+	if (i >= t->fresh || slot(t, i)->kind == HANDLE_FREE)
 		return NULL;
-	return &t->slots[i];
+	return slot(t, i);
 }

@@ -18,6 +18,8 @@
 #define HANDLE_LEN	8
 /* At most this many slots, whatever RLIMIT_NOFILE allows. */
 #define HANDLE_CAP	32768
+/* Slots are allocated this many at a time, when first needed. */
+#define HANDLE_CHUNK	64
 
 #define HANDLE_NONE	UINT32_MAX
 
@@ -29,6 +31,7 @@ enum handle_kind {
 
 struct handle {
 	enum handle_kind kind;
+	uint32_t index;		/* its slot */
 	uint32_t gen;
 	uint32_t next_free;	/* free list link, while free */
 	int fd;			/* file, or the descriptor of dir */
@@ -41,7 +44,7 @@ struct handle {
 };
 
 struct handle_table {
-	struct handle *slots;
+	struct handle **chunks;	/* HANDLE_CHUNK slots each, NULL until used */
 	uint32_t nslots;
 	uint32_t used;
 	uint32_t fresh;		/* slots below this one have been used */
@@ -53,12 +56,17 @@ struct handle_table {
  * limit less 5 (as OpenSSH), at most HANDLE_CAP, at least 1.
  */
 uint32_t	handle_limit(void);
-/* Allocates n slots.  Returns 0, or -1 (ENOMEM). */
+/*
+ * Makes a table of n slots.  The slots themselves are allocated a chunk at a
+ * time as the number of open handles first reaches them, and kept: memory
+ * follows the most handles ever open, not the limit.  Returns 0, or -1.
+ */
 int	handle_table_init(struct handle_table *, uint32_t n);
 void	handle_table_free(struct handle_table *);
 /*
  * Takes a free slot for kind, path copied in (truncated if too long).
- * Returns NULL when every slot is in use.  The caller sets fd or dir.
+ * Returns NULL when every slot is in use, or a new chunk cannot be
+ * allocated.  The caller sets fd or dir.
  */
 struct handle	*handle_new(struct handle_table *, enum handle_kind,
 		    const char *path);

@@ -3,7 +3,6 @@
  * queue.  Only this file does pointer arithmetic on wire data.
  */
 #include <sys/types.h>
-#include <sys/sendfile.h>
 
 #include <errno.h>
 #include <poll.h>
@@ -162,6 +161,19 @@ fail:
 	return r;
 }
 
+/* Waits for events on fd, a descriptor someone made non-blocking. */
+static int
+wait_fd(int fd, short events)
+{
+	struct pollfd pfd;
+
+	pfd.fd = fd;
+	pfd.events = events;
+	if (poll(&pfd, 1, -1) == -1 && errno != EINTR)
+		return -1;
+	return 0;
+}
+
 /* The input buffer. */
 
 int
@@ -260,9 +272,18 @@ ibuf_read(struct ibuf *ib, int fd)
 	ssize_t n;
 
 	ibuf_room(ib, &p, &room);
-	do {
+	for (;;) {
 		n = read(fd, p, room);
-	} while (n == -1 && errno == EINTR);
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		/* Someone left stdin non-blocking: wait as a blocking read. */
+		if ((errno == EAGAIN || errno == EWOULDBLOCK) &&
+		    wait_fd(fd, POLLIN) == 0)
+			continue;
+		return -1;
+	}
 	if (n > 0)
 		ibuf_fill(ib, (size_t)n);
 	return n;
@@ -299,19 +320,6 @@ oq_pending(const struct oqueue *q)
 	return q->len - q->sent;
 }
 
-/* Waits until fd takes more, for a descriptor someone made non-blocking. */
-static int
-wait_writable(int fd)
-{
-	struct pollfd pfd;
-
-	pfd.fd = fd;
-	pfd.events = POLLOUT;
-	if (poll(&pfd, 1, -1) == -1 && errno != EINTR)
-		return -1;
-	return 0;
-}
-
 /* Writes all of buf; 0, or -1 with errno. */
 static int
 write_all(int fd, const uint8_t *buf, size_t len)
@@ -325,7 +333,7 @@ write_all(int fd, const uint8_t *buf, size_t len)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return -1;
-			if (wait_writable(fd) == -1)
+			if (wait_fd(fd, POLLOUT) == -1)
 				return -1;
 			continue;
 		}
@@ -342,71 +350,6 @@ oq_flush(struct oqueue *q, int fd)
 		return -1;
 	q->sent = q->len = q->reply_start = 0;
 	return 0;
-}
-
-/* Copies by read and write where sendfile(2) cannot: ENOSYS, EINVAL. */
-static ssize_t
-copy_out(int fd, int in, off_t off, size_t n)
-{
-	static uint8_t buf[64 * 1024];
-	size_t want;
-	ssize_t r;
-
-	want = n < sizeof buf ? n : sizeof buf;
-	do {
-		r = pread(in, buf, want, off);
-	} while (r == -1 && errno == EINTR);
-	if (r <= 0)
-		return 0;	/* end of file, or unreadable: zeros follow */
-	if (write_all(fd, buf, (size_t)r) == -1)
-		return -1;
-	return r;
-}
-
-ssize_t
-oq_sendfile(struct oqueue *q, int fd, int in, off_t off, size_t n)
-{
-	static const uint8_t zeros[4096];
-	size_t sent = 0, z;
-	int fallback = 0;
-	ssize_t r;
-
-	if (oq_flush(q, fd) == -1)
-		return -1;
-	while (sent < n) {
-		if (!fallback)
-			r = sendfile(fd, in, &off, n - sent);
-		else
-			r = copy_out(fd, in, off, n - sent);
-		if (r == -1) {
-			if (errno == EINTR)
-				continue;
-			if (!fallback && (errno == EINVAL || errno == ENOSYS)) {
-				fallback = 1;
-				continue;
-			}
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				if (wait_writable(fd) == -1)
-					return -1;
-				continue;
-			}
-			if (fallback || errno == EPIPE || errno == ECONNRESET)
-				return -1;
-			/* A read error: the rest is zeros. */
-			r = 0;
-		}
-		if (r == 0)
-			break;
-		if (fallback)
-			off += r;
-		sent += (size_t)r;
-	}
-	for (size_t left = n - sent; left > 0; left -= z) {
-		z = left < sizeof zeros ? left : sizeof zeros;
-		if (write_all(fd, zeros, z) == -1)
-			return -1;
-	}
-	return (ssize_t)sent;
 }
 
 static int

@@ -235,18 +235,10 @@ void	pkt_data_end(struct oqueue *, struct reply *, size_t n);
 
 /*
  * DATA whose n payload bytes do not go through the queue: the header is
- * queued, and oq_sendfile() must send the payload right after.
+ * queued, and the caller writes the payload to the output right after the
+ * queue.
  */
 int	pkt_data_header(struct oqueue *, uint32_t id, size_t n);
-/*
- * Writes everything queued to fd, then n bytes of the file in at off
- * straight from the page cache (sendfile(2)), or by read and write where
- * the kernel cannot.  Should the file end before n bytes, zeros make up the
- * rest, so that the frame announced by pkt_data_header() stays whole.
- * Returns the bytes of file data sent, or -1 with errno for a write error.
- */
-ssize_t	oq_sendfile(struct oqueue *, int fd, int in, off_t off, size_t n);
-
 /* The fixed message of a status code, as OpenSSH sends it. */
 const char *pkt_status_message(uint32_t code);
 

@@ -7,6 +7,7 @@
  * request table below drives dispatch, -R, -P, -p and -Q alike.
  */
 #include <sys/types.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <grp.h>
 #include <signal.h>
@@ -41,8 +43,13 @@
 #define SFTP_VERSION	3
 /* READDIR answers at most this many names, as OpenSSH. */
 #define READDIR_BATCH	100
-/* A READ at least this long goes by sendfile(2) when stdout can take it. */
+/* A READ at least this long goes by splice(2) when stdout can take it. */
 #define ZEROCOPY_MIN	(16 * 1024)
+/*
+ * The pipe READs are spliced through: a READ of SFTP_MAX_READ bytes at an
+ * unaligned offset spans 65 pages, one pipe buffer each.
+ */
+#define ZC_PIPE_SIZE	(512 * 1024)
 /* The pipe buffer asked for on stdin and stdout. */
 #define PIPE_SIZE	(1024 * 1024)
 /* copy-data moves this much per system call when it copies by hand. */
@@ -50,6 +57,8 @@
 
 /* A request may change the file system: refused under -R. */
 #define REQ_WRITES	0x1
+/* A request may change the contents of a file (see drain_spliced()). */
+#define REQ_CONTENT	0x2
 
 struct request {
 	const char *name;	/* as -P, -p and -Q name it */
@@ -66,7 +75,10 @@ static struct handle_table handles;
 
 static int readonly;
 static int init_done;
-static int zerocopy;		/* stdout is a pipe or a socket */
+static int zerocopy;		/* READs go by splice(2) to stdout */
+static int zc_pipe[2] = { -1, -1 };	/* the pipe they go through */
+static unsigned long zc_ioctl;	/* asks stdout how much is still unread */
+static int spliced;		/* stdout may hold spliced pages */
 static char *deny_list;
 static char *allow_list;
 static const char *client_addr = "UNKNOWN";
@@ -96,6 +108,8 @@ int sftp_server_main(int, char **);
 #define SERVER_MAIN	main
 #endif
 static void output_failed(void) __attribute__((noreturn));
+static void flush_replies(void);
+static void drain_spliced(void);
 
 /* The request table: the one list of requests. */
 static void process_open(uint32_t, struct cursor *);
@@ -133,11 +147,11 @@ static struct request requests[] = {
 	{ "open", NULL, NULL, SSH_FXP_OPEN, process_open, 0 },
 	{ "close", NULL, NULL, SSH_FXP_CLOSE, process_close, 0 },
 	{ "read", NULL, NULL, SSH_FXP_READ, process_read, 0 },
-	{ "write", NULL, NULL, SSH_FXP_WRITE, process_write, REQ_WRITES },
+	{ "write", NULL, NULL, SSH_FXP_WRITE, process_write, REQ_WRITES | REQ_CONTENT },
 	{ "lstat", NULL, NULL, SSH_FXP_LSTAT, process_lstat, 0 },
 	{ "fstat", NULL, NULL, SSH_FXP_FSTAT, process_fstat, 0 },
-	{ "setstat", NULL, NULL, SSH_FXP_SETSTAT, process_setstat, REQ_WRITES },
-	{ "fsetstat", NULL, NULL, SSH_FXP_FSETSTAT, process_fsetstat, REQ_WRITES },
+	{ "setstat", NULL, NULL, SSH_FXP_SETSTAT, process_setstat, REQ_WRITES | REQ_CONTENT },
+	{ "fsetstat", NULL, NULL, SSH_FXP_FSETSTAT, process_fsetstat, REQ_WRITES | REQ_CONTENT },
 	{ "opendir", NULL, NULL, SSH_FXP_OPENDIR, process_opendir, 0 },
 	{ "readdir", NULL, NULL, SSH_FXP_READDIR, process_readdir, 0 },
 	{ "remove", NULL, NULL, SSH_FXP_REMOVE, process_remove, REQ_WRITES },
@@ -156,7 +170,7 @@ static struct request requests[] = {
 	{ "lsetstat", "lsetstat@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_lsetstat, REQ_WRITES },
 	{ "limits", "limits@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_limits, 0 },
 	{ "expand-path", "expand-path@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_expand_path, 0 },
-	{ "copy-data", "copy-data", "1", SSH_FXP_EXTENDED, process_ext_copy_data, REQ_WRITES },
+	{ "copy-data", "copy-data", "1", SSH_FXP_EXTENDED, process_ext_copy_data, REQ_WRITES | REQ_CONTENT },
 	{ "home-directory", "home-directory", "1", SSH_FXP_EXTENDED, process_ext_home_directory, 0 },
 	{ "users-groups-by-id", "users-groups-by-id@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_users_groups, 0 },
 };
@@ -226,7 +240,7 @@ send_handle(uint32_t id, struct handle *h)
 	uint8_t wire[HANDLE_LEN];
 
 	handle_encode(&handles, h, wire);
-	debug("request %u: sent handle %u", id, (unsigned)(h - handles.slots));
+	debug("request %u: sent handle %u", id, h->index);
 	queued(pkt_reply_handle(&oq, id, wire, sizeof wire));
 }
 
@@ -265,7 +279,7 @@ handle_name(const struct handle *h)
 static int
 handle_index(const struct handle *h)
 {
-	return h != NULL ? (int)(h - handles.slots) : -1;
+	return h != NULL ? (int)h->index : -1;
 }
 
 static void
@@ -315,7 +329,7 @@ cleanup_exit(int status)
 	int saved = errno;
 
 	(void)oq_flush(&oq, STDOUT_FILENO);
-	for (uint32_t i = 0; i < handles.nslots; i++) {
+	for (uint32_t i = 0; i < handles.fresh; i++) {
 		if ((h = handle_at(&handles, i)) == NULL)
 			continue;
 		log_close(h, "forced");
@@ -459,6 +473,15 @@ string_from_portable(uint32_t pflags, char *buf, size_t size)
 	}
 }
 
+/* open(2); a truncation first waits for spliced data (drain_spliced()). */
+static int
+open_drained(const char *path, int flags, mode_t mode)
+{
+	if (flags & O_TRUNC)
+		drain_spliced();
+	return fs_open(path, flags, mode);
+}
+
 /* uint32 id, string filename, uint32 pflags, ATTRS attrs */
 static void
 process_open(uint32_t id, struct cursor *c)
@@ -488,7 +511,7 @@ process_open(uint32_t id, struct cursor *c)
 	    (flags & (O_CREAT | O_TRUNC)) != 0)) {
 		verbose("Refusing open request in read-only mode");
 		status = SSH_FX_PERMISSION_DENIED;
-	} else if ((fd = fs_open(path1, flags, mode)) == -1) {
+	} else if ((fd = open_drained(path1, flags, mode)) == -1) {
 		status = errno_to_status(errno);
 	} else if ((h = handle_new(&handles, HANDLE_FILE, path1)) == NULL) {
 		(void)close(fd);	/* out of handles: FAILURE */
@@ -573,40 +596,183 @@ read_full(int fd, uint8_t *buf, size_t len, off_t off)
 }
 
 /*
- * A READ of a regular file answered with sendfile(2): the DATA header is
- * queued, the queue written out, and the file's pages go from the page cache
- * to stdout without a copy through user space.  The length comes from
- * fstat(2); should the file shrink in between, zeros keep the frame whole.
- * Returns 0 when the file is not regular and the caller must read it.
+ * Moves n bytes from the pipe zc_pipe to stdout by splice(2), once the
+ * queue before them is written out.  Exits as flush_replies() does when
+ * stdout fails.
+ */
+static void
+splice_out(size_t n)
+{
+	struct pollfd pfd;
+	ssize_t r;
+
+	flush_replies();
+	while (n > 0) {
+		r = sys_splice(zc_pipe[0], NULL, STDOUT_FILENO, n);
+		if (r > 0) {
+			n -= (size_t)r;
+			continue;
+		}
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1 && errno == EAGAIN) {
+			pfd.fd = STDOUT_FILENO;
+			pfd.events = POLLOUT;
+			(void)poll(&pfd, 1, -1);
+			continue;
+		}
+		if (r == 0)
+			errno = EPIPE;
+		output_failed();
+	}
+}
+
+/*
+ * The end of a READ whose first got bytes wait in our pipe but whose rest
+ * did not fit in it: those bytes are read back into a DATA reply, and the
+ * rest is read from the file behind them.
+ */
+static void
+read_back(uint32_t id, struct handle *h, uint64_t off, uint32_t len,
+    size_t got)
+{
+	struct reply rep;
+	uint8_t *buf;
+	size_t have = 0;
+	ssize_t n;
+
+	if ((buf = pkt_data_begin(&oq, &rep, id, len)) == NULL)
+		queued(PKT_ENOSPACE);
+	while (have < got) {
+		n = read(zc_pipe[0], buf + have, got - have);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			error("process_read: our pipe failed: %s",
+			    strerror(errno));
+			cleanup_exit(1);
+		}
+		have += (size_t)n;
+	}
+	n = read_full(h->fd, buf + got, len - got, (off_t)(off + got));
+	if (n < 0)
+		n = 0;	/* a short read; the error comes with the next READ */
+	pkt_data_end(&oq, &rep, got + (size_t)n);
+	h->bytes_read += got + (uint64_t)n;
+}
+
+/*
+ * A READ answered without copying the data through user space: the file's
+ * pages are spliced into a pipe of our own, which tells exactly how many
+ * bytes there are (or the error) before the DATA header is committed; then
+ * the header is queued and written, and the pages are spliced on to stdout.
+ * Returns 0 when the file cannot be spliced and the caller must read it.
+ *
+ * The pages stay referenced, not copied, until the reader takes them, so a
+ * later change to the file must wait for that: see drain_spliced().
  */
 static int
 read_zerocopy(uint32_t id, struct handle *h, uint64_t off, uint32_t len)
 {
-	struct stat st;
-	ssize_t sent;
-	size_t n;
+	off_t pos = (off_t)off;
+	size_t got = 0;
+	ssize_t r;
 
-	if (fstat(h->fd, &st) == -1) {
+	if ((h->flags & O_ACCMODE) == O_WRONLY) {
+		send_status(id, errno_to_status(EBADF));
+		return 1;
+	}
+	while (got < len) {
+		r = sys_splice(h->fd, &pos, zc_pipe[1], len - got);
+		if (r > 0) {
+			got += (size_t)r;
+			continue;
+		}
+		if (r == 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN && got > 0) {
+			/* Our pipe filled up with small pieces: copy instead. */
+			read_back(id, h, off, len, got);
+			return 1;
+		}
+		if (got > 0)
+			break;	/* what was read goes out; the error comes next */
+		if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
+		    errno == EAGAIN)
+			return 0;
+		error("process_read: read \"%.100s\": %s", h->path,
+		    strerror(errno));
 		send_status(id, errno_to_status(errno));
 		return 1;
 	}
-	if (!S_ISREG(st.st_mode))
-		return 0;
-	if ((uint64_t)st.st_size <= off) {
+	if (got == 0) {
 		send_status(id, SSH_FX_EOF);
 		return 1;
 	}
-	n = (uint64_t)st.st_size - off < len ?
-	    (size_t)((uint64_t)st.st_size - off) : len;
-	queued(pkt_data_header(&oq, id, n));
-	debug("request %u: sent data len %zu", id, n);
-	if ((sent = oq_sendfile(&oq, STDOUT_FILENO, h->fd, (off_t)off, n)) == -1)
-		output_failed();
-	if ((size_t)sent < n)
-		error("process_read: \"%.100s\" shrank during a read: %zu "
-		    "bytes sent as zeros", h->path, n - (size_t)sent);
-	h->bytes_read += (uint64_t)sent;
+	queued(pkt_data_header(&oq, id, got));
+	debug("request %u: sent data len %zu", id, got);
+	splice_out(got);
+	spliced = 1;
+	h->bytes_read += (uint64_t)got;
 	return 1;
+}
+
+/*
+ * READs go by splice(2) when stdout is a pipe or a socket that can say how
+ * much of what was written is still unread, and a pipe of our own can hold
+ * a whole READ.
+ */
+static void
+zerocopy_init(void)
+{
+	struct stat st;
+	int unread;
+
+	if (fstat(STDOUT_FILENO, &st) == -1)
+		return;
+	if (S_ISFIFO(st.st_mode))
+		zc_ioctl = FIONREAD;
+	else if (S_ISSOCK(st.st_mode))
+		zc_ioctl = TIOCOUTQ;
+	else
+		return;
+	if (ioctl(STDOUT_FILENO, zc_ioctl, &unread) == -1 ||
+	    pipe(zc_pipe) == -1)
+		return;
+	if (fcntl(zc_pipe[0], F_SETFD, FD_CLOEXEC) == -1 ||
+	    fcntl(zc_pipe[1], F_SETFD, FD_CLOEXEC) == -1 ||
+	    fcntl(zc_pipe[1], F_SETFL, O_NONBLOCK) == -1 ||
+	    sys_pipe_grow(zc_pipe[1], ZC_PIPE_SIZE) < ZC_PIPE_SIZE) {
+		(void)close(zc_pipe[0]);
+		(void)close(zc_pipe[1]);
+		zc_pipe[0] = zc_pipe[1] = -1;
+		return;
+	}
+	zerocopy = 1;
+}
+
+/*
+ * Before a request that changes file contents: data spliced to stdout
+ * still refers to the file's pages until the reader has taken it, so wait
+ * for that, or the reader would see the change in a reply that came before
+ * it.  A session that needs to wait mixes reads and writes; its reads are
+ * copied from then on.
+ */
+static void
+drain_spliced(void)
+{
+	int unread;
+
+	if (!spliced)
+		return;
+	flush_replies();
+	while (ioctl(STDOUT_FILENO, zc_ioctl, &unread) == 0 && unread > 0) {
+		zerocopy = 0;
+		(void)poll(NULL, 0, 1);
+	}
+	spliced = 0;
 }
 
 /* uint32 id, string handle, uint64 offset, uint32 len */
@@ -1341,6 +1507,34 @@ process_ext_limits(uint32_t id, struct cursor *c)
 }
 
 /*
+ * "~user/rest" into out.  Under -r, a home is the part the client sees:
+ * the client's own home outside the root is the root, another user's home
+ * outside it is unknown (ENOENT), like an unknown user.
+ */
+static int
+expand_tilde(const char *in, char *out, size_t size)
+{
+	const char *rest = in + strcspn(in, "/");
+	size_t len = (size_t)(rest - in) - 1;
+	int n;
+
+	if (path_tilde(in, user_home, out, size) == -1)
+		return -1;
+	if (!fs_confined() || fs_visible(out, out, size) == 0)
+		return 0;
+	if (len != strlen(user_name) || strncmp(in + 1, user_name, len) != 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	n = snprintf(out, size, "/%s", rest + strspn(rest, "/"));
+	if (n < 0 || (size_t)n >= size) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * uint32 id, string "expand-path@openssh.com", string path
  *
  * As OpenSSH: "~" and "~/x" are taken relative to the current directory,
@@ -1362,7 +1556,7 @@ process_ext_expand_path(uint32_t id, struct cursor *c)
 	} else if (strncmp(path1, "~/", 2) == 0) {
 		memmove(path2, path1 + 2, strlen(path1 + 2) + 1);
 	} else if (path1[0] == '~') {
-		if (path_tilde(path1, user_home, path2, sizeof path2) == -1) {
+		if (expand_tilde(path1, path2, sizeof path2) == -1) {
 			if (errno == ENOENT) {
 				user = path1 + 1;
 				user[strcspn(user, "/")] = '\0';
@@ -1691,10 +1885,13 @@ process(struct cursor *c)
 		send_status(id, SSH_FX_OP_UNSUPPORTED);
 		return;
 	}
-	if (!request_permitted(rq))
+	if (!request_permitted(rq)) {
 		send_status(id, SSH_FX_PERMISSION_DENIED);
-	else
+	} else {
+		if (rq->flags & REQ_CONTENT)
+			drain_spliced();
 		rq->handler(id, c);
+	}
 	assert(oq.nreplies == before + 1);
 	(void)before;
 }
@@ -1842,7 +2039,6 @@ SERVER_MAIN(int argc, char **argv)
 	static char startdir[PATH_MAX], rootdir[PATH_MAX];
 	char *end, *space;
 	static char addr[256];
-	struct stat st;
 	long mask;
 
 	readonly = init_done = 0;
@@ -1951,11 +2147,9 @@ SERVER_MAIN(int argc, char **argv)
 		exit(1);
 	}
 	/* Larger pipes: fewer, larger reads and writes on both sides. */
-	sys_pipe_grow(STDIN_FILENO, PIPE_SIZE);
-	sys_pipe_grow(STDOUT_FILENO, PIPE_SIZE);
-	if (fstat(STDOUT_FILENO, &st) == 0 &&
-	    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
-		zerocopy = 1;
+	(void)sys_pipe_grow(STDIN_FILENO, PIPE_SIZE);
+	(void)sys_pipe_grow(STDOUT_FILENO, PIPE_SIZE);
+	zerocopy_init();
 	if (root != NULL)
 		confine(rootdir);
 	if (dir != NULL && fs_chdir(startdir) == -1)

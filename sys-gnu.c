@@ -1,5 +1,6 @@
 /*
- * copy_file_range(2), renameat2(2) and F_SETPIPE_SZ are GNU extensions in glibc: this is
+ * copy_file_range(2), renameat2(2), splice(2) and F_SETPIPE_SZ are GNU
+ * extensions in glibc: this is
  * the one file built with _GNU_SOURCE.  Where they are missing, callers get
  * ENOSYS and take their portable path.
  */
@@ -50,16 +51,43 @@ sys_rename_noreplace(int olddir, const char *old, int newdir, const char *new)
 #endif
 }
 
-void
+int
 sys_pipe_grow(int fd, int size)
 {
 #if defined(__linux__) && defined(F_SETPIPE_SZ)
 	int cur;
 
-	if ((cur = fcntl(fd, F_GETPIPE_SZ)) != -1 && cur < size)
+	if ((cur = fcntl(fd, F_GETPIPE_SZ)) == -1)
+		return -1;
+	if (cur < size)
 		(void)fcntl(fd, F_SETPIPE_SZ, size);
+	return fcntl(fd, F_GETPIPE_SZ);
 #else
 	(void)fd;
 	(void)size;
+	return -1;
+#endif
+}
+
+ssize_t
+sys_splice(int in, off_t *inoff, int out, size_t len)
+{
+#if defined(__linux__) && defined(SPLICE_F_MOVE)
+	loff_t off;
+	ssize_t n;
+
+	if (inoff == NULL)
+		return splice(in, NULL, out, NULL, len, SPLICE_F_MOVE);
+	off = *inoff;
+	n = splice(in, &off, out, NULL, len, SPLICE_F_MOVE);
+	*inoff = off;
+	return n;
+#else
+	(void)in;
+	(void)inoff;
+	(void)out;
+	(void)len;
+	errno = ENOSYS;
+	return -1;
 #endif
 }

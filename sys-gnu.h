@@ -26,8 +26,17 @@ int	sys_rename_noreplace(int olddir, const char *old, int newdir,
 
 /*
  * Asks for a pipe buffer of size bytes on fd, when fd is a pipe; a refusal
- * (not a pipe, over the system's limit) leaves it as it was.
+ * (over the system's limit) leaves it as it was.  Returns the size the pipe
+ * has then, or -1 when fd is not a pipe.
  */
-void	sys_pipe_grow(int fd, int size);
+int	sys_pipe_grow(int fd, int size);
+
+/*
+ * splice(2) of up to len bytes from in (at *inoff, advanced, when inoff is
+ * not NULL) to out; one of them must be a pipe.  Pages move by reference.
+ * Returns bytes moved, 0 at end of input, or -1 with errno (ENOSYS where
+ * there is no splice).
+ */
+ssize_t	sys_splice(int in, off_t *inoff, int out, size_t len);
 
 #endif /* SYS_GNU_H */

@@ -1,0 +1,319 @@
+/*
+ * An LD_PRELOAD shim for the fault tests of test_hostile.py.
+ *
+ * Built by the test with "cc -shared -fPIC -o shim.so shim_short_io.c -ldl"
+ * and preloaded into the server.  Controlled by the environment:
+ *
+ *   SHIM_IO_MAX=n      read, write, pread, pwrite and splice move at most
+ *                      n bytes per call (short, but never 0 for n > 0).
+ *   SHIM_IO_RANDOM=s   each such call is cut to a random length (seed s):
+ *                      sometimes whole, sometimes a few bytes.
+ *   SHIM_EIO_NAME=s    read, pread and splice fail with EIO on a file
+ *                      whose name contains s (a disk that cannot be read).
+ *   SHIM_SIGUSR1=1     installs a no-op SIGUSR1 handler without SA_RESTART
+ *                      at start, so that a SIGUSR1 interrupts any blocking
+ *                      system call with EINTR.
+ *   SHIM_STATS=path    at _exit(), writes one line of counters to path:
+ *                      "read=N write=N pread=N pwrite=N splice=N eintr=N
+ *                      eintr_read=N ..." (calls made shorter than asked,
+ *                      calls that failed with EINTR, in all and by call).
+ *
+ * The calls are passed on, only with a smaller count: the kernel's answer
+ * (a short count, end of file, an error) is returned as it is.
+ */
+#define _GNU_SOURCE
+
+#include <sys/types.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+	C_READ, C_WRITE, C_PREAD, C_PWRITE, C_SPLICE,	/* made short */
+	C_EINTR,					/* EINTR, all calls */
+	C_EINTR_READ, C_EINTR_WRITE, C_EINTR_PREAD, C_EINTR_PWRITE,
+	C_EINTR_SENDFILE,
+	C_EIO,						/* EIO made up */
+	C_N
+};
+
+static const char *const counter_names[C_N] = {
+	"read", "write", "pread", "pwrite", "splice", "eintr",
+	"eintr_read", "eintr_write", "eintr_pread", "eintr_pwrite",
+	"eintr_splice", "eio",
+};
+
+static unsigned long counters[C_N];
+static size_t io_max;
+static int io_random;
+static unsigned long long rng_state;
+static const char *stats_path;
+static const char *eio_name;
+
+static ssize_t (*real_read)(int, void *, size_t);
+static ssize_t (*real_write)(int, const void *, size_t);
+static ssize_t (*real_pread)(int, void *, size_t, off_t);
+static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
+static ssize_t (*real_splice)(int, loff_t *, int, loff_t *, size_t,
+    unsigned int);
+static void (*real_exit)(int) __attribute__((noreturn));
+
+static void *
+next_symbol(const char *name)
+{
+	void *p = dlsym(RTLD_NEXT, name);
+
+	if (p == NULL) {
+		fprintf(stderr, "shim_short_io: no symbol %s\n", name);
+		abort();
+	}
+	return p;
+}
+
+static void
+resolve(void)
+{
+	if (real_read != NULL)
+		return;
+	real_write = next_symbol("write");
+	real_pread = next_symbol("pread");
+	real_pwrite = next_symbol("pwrite");
+	real_splice = next_symbol("splice");
+	real_exit = next_symbol("_exit");
+	real_read = next_symbol("read");
+}
+
+static void
+on_sigusr1(int sig)
+{
+	(void)sig;
+}
+
+__attribute__((constructor)) static void
+shim_init(void)
+{
+	const char *s;
+	struct sigaction sa;
+
+	resolve();
+	if ((s = getenv("SHIM_IO_MAX")) != NULL)
+		io_max = (size_t)strtoul(s, NULL, 10);
+	if ((s = getenv("SHIM_IO_RANDOM")) != NULL) {
+		io_random = 1;
+		rng_state = strtoull(s, NULL, 10) * 2654435761ULL + 1;
+	}
+	stats_path = getenv("SHIM_STATS");
+	eio_name = getenv("SHIM_EIO_NAME");
+	if ((s = getenv("SHIM_SIGUSR1")) != NULL && strcmp(s, "1") == 0) {
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_sigusr1;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = 0;	/* no SA_RESTART: blocking calls fail */
+		if (sigaction(SIGUSR1, &sa, NULL) == -1)
+			abort();
+	}
+}
+
+static unsigned long long
+rng(void)
+{
+	/* xorshift64* */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 2685821657736338717ULL;
+}
+
+/* The count actually passed on for a call asking for n bytes. */
+static size_t
+shorten(size_t n, int which)
+{
+	size_t m = n;
+	unsigned long long r;
+
+	if (n <= 1)
+		return n;
+	if (io_max > 0 && m > io_max)
+		m = io_max;
+	if (io_random) {
+		r = rng();
+		switch (r % 4) {
+		case 0:		/* whole */
+			break;
+		case 1:		/* a few bytes */
+			m = 1 + (size_t)((r >> 8) % (m < 16 ? m : 16));
+			break;
+		default:	/* anywhere */
+			m = 1 + (size_t)((r >> 8) % m);
+			break;
+		}
+	}
+	if (m < n)
+		counters[which]++;
+	return m;
+}
+
+/* Whether reads of fd are to fail with EIO (SHIM_EIO_NAME). */
+static int
+unreadable(int fd)
+{
+	char link[64], target[4096];
+	ssize_t n;
+
+	if (eio_name == NULL)
+		return 0;
+	(void)snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	if ((n = readlink(link, target, sizeof target - 1)) <= 0)
+		return 0;
+	target[n] = '\0';
+	if (strstr(target, eio_name) == NULL)
+		return 0;
+	counters[C_EIO]++;
+	errno = EIO;
+	return 1;
+}
+
+static void
+count_eintr(ssize_t r, int which)
+{
+	if (r == -1 && errno == EINTR) {
+		counters[C_EINTR]++;
+		counters[C_EINTR_READ + which]++;
+	}
+}
+
+ssize_t
+read(int fd, void *buf, size_t n)
+{
+	ssize_t r;
+	int e;
+
+	resolve();
+	if (unreadable(fd))
+		return -1;
+	r = real_read(fd, buf, shorten(n, C_READ));
+	e = errno;
+	count_eintr(r, C_READ);
+	errno = e;
+	return r;
+}
+
+ssize_t
+write(int fd, const void *buf, size_t n)
+{
+	ssize_t r;
+	int e;
+
+	resolve();
+	/* stderr (the log) is left whole, to keep its lines readable. */
+	r = real_write(fd, buf, fd == STDERR_FILENO ? n : shorten(n, C_WRITE));
+	e = errno;
+	count_eintr(r, C_WRITE);
+	errno = e;
+	return r;
+}
+
+ssize_t
+pread(int fd, void *buf, size_t n, off_t off)
+{
+	ssize_t r;
+	int e;
+
+	resolve();
+	if (unreadable(fd))
+		return -1;
+	r = real_pread(fd, buf, shorten(n, C_PREAD), off);
+	e = errno;
+	count_eintr(r, C_PREAD);
+	errno = e;
+	return r;
+}
+
+ssize_t
+pread64(int fd, void *buf, size_t n, off_t off)
+{
+	return pread(fd, buf, n, off);
+}
+
+ssize_t
+pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	ssize_t r;
+	int e;
+
+	resolve();
+	r = real_pwrite(fd, buf, shorten(n, C_PWRITE), off);
+	e = errno;
+	count_eintr(r, C_PWRITE);
+	errno = e;
+	return r;
+}
+
+ssize_t
+pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	return pwrite(fd, buf, n, off);
+}
+
+ssize_t
+splice(int in, loff_t *inoff, int out, loff_t *outoff, size_t n,
+    unsigned int flags)
+{
+	ssize_t r;
+	int e;
+
+	resolve();
+	if (unreadable(in))
+		return -1;
+	r = real_splice(in, inoff, out, outoff, shorten(n, C_SPLICE), flags);
+	e = errno;
+	count_eintr(r, C_SPLICE);
+	errno = e;
+	return r;
+}
+
+static void
+write_stats(void)
+{
+	char line[512];
+	size_t o = 0;
+	int fd;
+
+	if (stats_path == NULL)
+		return;
+	for (int i = 0; i < C_N; i++)
+		o += (size_t)snprintf(line + o, sizeof line - o, "%s%s=%lu",
+		    i > 0 ? " " : "", counter_names[i], counters[i]);
+	o += (size_t)snprintf(line + o, sizeof line - o, "\n");
+	if ((fd = open(stats_path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) == -1)
+		return;
+	for (size_t done = 0; done < o;) {
+		ssize_t w = real_write(fd, line + done, o - done);
+
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	(void)close(fd);
+	stats_path = NULL;
+}
+
+void
+_exit(int status)
+{
+	resolve();
+	write_stats();
+	real_exit(status);
+}
+
+__attribute__((destructor)) static void
+shim_fini(void)
+{
+	write_stats();
+}
