@@ -23,7 +23,7 @@ SRCS = sftp-server.c packet.c handles.c attrib.c log.c path.c fs.c sys-gnu.c
 HDRS = packet.h handles.h attrib.h log.h path.h fs.h sys-gnu.h
 OBJS = $(SRCS:.c=.o)
 
-UNIT_TESTS = tests/test_packet tests/test_handles
+UNIT_TESTS = tests/test_packet tests/test_handles tests/test_attrib
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -59,14 +59,15 @@ tests/test_%: tests/test_%.c $(SRCS) $(HDRS)
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t; done
 
+# Every integration suite: raw protocol, hostile input, confinement, the
+# OpenSSH client, parity with OpenSSH's server, a real sshd with clients.
 integration: sftp-server
-	$(PYTHON) tests/test_raw.py
-	tests/run-sftp.sh
+	PYTHON=$(PYTHON) tests/run-all.sh $(CURDIR)/sftp-server
 
-# Every integration suite again, against the sanitizer build.
+# The same suites against the sanitizer build.
 integration-asan: sftp-server-asan
-	SFTP_SERVER=$(CURDIR)/sftp-server-asan $(PYTHON) tests/test_raw.py
-	SFTP_SERVER=$(CURDIR)/sftp-server-asan tests/run-sftp.sh
+	SFTP_SANITIZED=1 PYTHON=$(PYTHON) tests/run-all.sh \
+	    $(CURDIR)/sftp-server-asan
 
 check: all lint unit integration integration-asan
 

@@ -137,9 +137,14 @@ log_emit(int level, const char *fmt, ...)
 
 	switch (level) {
 	case LOG_LEVEL_FATAL:
+		/* As OpenSSH, syslog marks fatal and error lines; stderr not. */
+		if (!log_on_stderr)
+			prefix = "fatal: ";
 		pri = LOG_CRIT;
 		break;
 	case LOG_LEVEL_ERROR:
+		if (!log_on_stderr)
+			prefix = "error: ";
 		pri = LOG_ERR;
 		break;
 	case LOG_LEVEL_DEBUG1:

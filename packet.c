@@ -630,7 +630,7 @@ pkt_reply_name1(struct oqueue *q, uint32_t id, const char *path)
 uint8_t *
 pkt_data_begin(struct oqueue *q, struct reply *r, uint32_t id, size_t max)
 {
-	if (pkt_begin(q, r, SSH_FXP_DATA) != 0)
+	if (max > SFTP_MAX_MSG || pkt_begin(q, r, SSH_FXP_DATA) != 0)
 		return NULL;
 	if (reserve(q, 8 + max) != 0) {
 		pkt_cancel(q, r);

@@ -150,7 +150,8 @@ void	ibuf_free(struct ibuf *);
 int	ibuf_next(struct ibuf *, struct cursor *, uint32_t *lenp);
 /* Whether ibuf_next() has a packet or a frame error to return. */
 int	ibuf_ready(const struct ibuf *);
-/* Where the next read goes, and how much it may take (never 0). */
+/* Where the next read goes, and how much it may take (never 0 while
+ * ibuf_ready() is 0). */
 void	ibuf_room(struct ibuf *, uint8_t **, size_t *);
 /* Accounts for n bytes read into the room. */
 void	ibuf_fill(struct ibuf *, size_t n);

@@ -82,6 +82,7 @@ static int spliced;		/* stdout may hold spliced pages */
 static char *deny_list;
 static char *allow_list;
 static const char *client_addr = "UNKNOWN";
+static const char *progname = "sftp-server";	/* as invoked, for logs */
 static char user_name[256];
 static char user_home[PATH_MAX];
 static uid_t user_uid;
@@ -240,7 +241,8 @@ send_handle(uint32_t id, struct handle *h)
 	uint8_t wire[HANDLE_LEN];
 
 	handle_encode(&handles, h, wire);
-	debug("request %u: sent handle %u", id, h->index);
+	/* Sic: OpenSSH 9.2 says "handle" twice. */
+	debug("request %u: sent handle handle %u", id, h->index);
 	queued(pkt_reply_handle(&oq, id, wire, sizeof wire));
 }
 
@@ -419,9 +421,13 @@ process_init(struct cursor *c)
 	queued(pkt_put_u32(&oq, SFTP_VERSION));
 	/* An extension refused by -R, -P or -p is not advertised. */
 	for (size_t i = 0; i < NREQUESTS; i++) {
-		if (requests[i].ext_name == NULL ||
-		    !request_permitted(&requests[i]))
+		if (requests[i].ext_name == NULL)
 			continue;
+		if (!request_permitted(&requests[i])) {
+			debug2("compose_extension: refusing to advertise "
+			    "disallowed extension %s", requests[i].ext_name);
+			continue;
+		}
 		queued(pkt_put_cstring(&oq, requests[i].ext_name));
 		queued(pkt_put_cstring(&oq, requests[i].ext_version));
 	}
@@ -1785,6 +1791,9 @@ put_names(const uint8_t *ids, uint32_t len, int groups, unsigned *count)
 			return r;
 		name = groups ? attrs_group_known((gid_t)v) :
 		    attrs_user_known((uid_t)v);
+		debug3("process_extended_get_users_groups_by_id: %s %u => "
+		    "\"%s\"", groups ? "gid" : "uid", v,
+		    name != NULL ? name : "");
 		if ((r = pkt_put_cstring(&oq, name != NULL ? name : "")) != 0)
 			return r;
 		(*count)++;
@@ -1813,6 +1822,8 @@ process_ext_users_groups(uint32_t id, struct cursor *c)
 		send_bad(id, "users-groups-by-id");
 		return;
 	}
+	debug("process_extended_get_users_groups_by_id: uids len = %u, "
+	    "gids len = %u", ulen, glen);
 	queued(pkt_begin(&oq, &rep, SSH_FXP_EXTENDED_REPLY));
 	queued(pkt_put_u32(&oq, id));
 	if ((r = put_names(uids, ulen, 0, &nusers)) != 0 ||
@@ -1942,10 +1953,10 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: sftp-server [-ehR] [-d start_directory] [-f log_facility] "
+	    "usage: %s [-ehR] [-d start_directory] [-f log_facility] "
 	    "[-l log_level]\n\t[-P denied_requests] "
 	    "[-p allowed_requests] [-r root_directory] [-u umask]\n"
-	    "       sftp-server -Q protocol_feature\n");
+	    "       %s -Q protocol_feature\n", progname, progname);
 	exit(1);
 }
 
@@ -1986,18 +1997,41 @@ find_user(void)
 	    home != NULL ? home : "/");
 }
 
-/* The argument of -d or -r with ~ and %d, %u, %U, %% expanded into out. */
+/*
+ * The argument of -d or -r with ~ and %d, %u, %U, %% expanded into out.
+ * Errors are logged as OpenSSH's tilde_expand() and percent_expand() log
+ * them, then exit 255.
+ */
 static void
 expand_dir(const char *arg, char *out, size_t size)
 {
-	if (path_tilde(arg, user_home, path1, sizeof path1) == -1)
-		die("Invalid directory \"%s\"", arg);
-	if (path_percent(path1, user_home, user_name, user_uid, out,
-	    size) == -1) {
-		if (errno == EINVAL)
-			die("percent_expand: invalid format \"%s\"", path1);
-		die("Directory too long: \"%s\"", arg);
+	const char *p;
+
+	if (path_tilde(arg, user_home, path1, sizeof path1) == -1) {
+		if (errno == ENOENT)
+			error("tilde_expand: No such user %.*s",
+			    (int)strcspn(arg + 1, "/"), arg + 1);
+		else
+			error("tilde_expand: Path too long");
+		exit(255);
 	}
+	if (path_percent(path1, user_home, user_name, user_uid, out,
+	    size) == 0)
+		return;
+	if (errno == EINVAL) {
+		for (p = path1; (p = strchr(p, '%')) != NULL; p += 2) {
+			if (p[1] == '\0') {
+				error("vdollar_percent_expand: invalid format");
+				break;
+			}
+			if (strchr("%duU", p[1]) == NULL) {
+				error("vdollar_percent_expand: unknown key "
+				    "%%%c", p[1]);
+				break;
+			}
+		}
+	}
+	die("percent_expand: failed");
 }
 
 /*
@@ -2045,8 +2079,11 @@ SERVER_MAIN(int argc, char **argv)
 	deny_list = allow_list = NULL;
 	optind = 1;
 	sanitise_stdfd();
+	if (argc > 0 && argv[0] != NULL && argv[0][0] != '\0')
+		progname = strrchr(argv[0], '/') != NULL ?
+		    strrchr(argv[0], '/') + 1 : argv[0];
 	/* Until the options are read, errors go to syslog, as OpenSSH. */
-	log_init("sftp-server", LOG_LEVEL_ERROR, LOG_AUTH, 0);
+	log_init(progname, LOG_LEVEL_ERROR, LOG_AUTH, 0);
 	find_user();
 	opterr = 0;
 	while ((ch = getopt(argc, argv, "d:f:l:P:p:Q:r:u:cehR")) != -1) {
@@ -2076,21 +2113,17 @@ SERVER_MAIN(int argc, char **argv)
 			on_stderr = 1;
 			break;
 		case 'f':
-			if ((facility = log_facility_number(optarg)) == -1) {
+			if ((facility = log_facility_number(optarg)) == -1)
 				error("Invalid log facility \"%s\"", optarg);
-				facility = LOG_AUTH;
-			}
 			break;
 		case 'l':
 			if ((level = log_level_number(optarg)) ==
-			    LOG_LEVEL_NOT_SET) {
+			    LOG_LEVEL_NOT_SET)
 				error("Invalid log level \"%s\"", optarg);
-				level = LOG_LEVEL_ERROR;
-			}
 			break;
 		case 'P':
 			if (deny_list != NULL)
-				die("Denied requests already set");
+				die("Refused requests already set");
 			deny_list = optarg;
 			break;
 		case 'p':
@@ -2118,7 +2151,18 @@ SERVER_MAIN(int argc, char **argv)
 	if (root != NULL)
 		expand_dir(root, rootdir, sizeof rootdir);
 
-	log_init("sftp-server", level, facility, on_stderr);
+	/* As OpenSSH's log_init(): a bad level or facility that stuck. */
+	if (level == LOG_LEVEL_NOT_SET) {
+		fprintf(stderr, "Unrecognized internal syslog level code %d\n",
+		    level);
+		exit(1);
+	}
+	if (facility == -1 && !on_stderr) {
+		fprintf(stderr, "Unrecognized internal syslog facility code "
+		    "%d\n", facility);
+		exit(1);
+	}
+	log_init(progname, level, facility, on_stderr);
 	/* As OpenSSH on Linux: no core dumps, no ptrace by the same user. */
 	(void)prctl(PR_SET_DUMPABLE, 0);
 	(void)signal(SIGPIPE, SIG_IGN);
@@ -2127,13 +2171,13 @@ SERVER_MAIN(int argc, char **argv)
 
 	if ((conn = getenv("SSH_CONNECTION")) != NULL) {
 		(void)snprintf(addr, sizeof addr, "%s", conn);
+		client_addr = addr;
 		if ((space = strchr(addr, ' ')) == NULL) {
 			error("Malformed SSH_CONNECTION variable: \"%s\"",
 			    conn);
-			exit(255);
+			cleanup_exit(255);
 		}
 		*space = '\0';
-		client_addr = addr;
 	}
 	logit("session opened for local user %s from [%s]", user_name,
 	    client_addr);
