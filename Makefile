@@ -13,7 +13,9 @@ WERROR ?= -Werror
 WARNINGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2 -Wvla $(WERROR)
 STD = -std=c11 -D_DEFAULT_SOURCE
-ALL_CFLAGS = $(STD) $(WARNINGS) $(CPPFLAGS) $(CFLAGS)
+# Build paths out of the debug info: the same binary from any directory.
+PATHMAP = -ffile-prefix-map=$(CURDIR)=.
+ALL_CFLAGS = $(STD) $(WARNINGS) $(PATHMAP) $(CPPFLAGS) $(CFLAGS)
 SANFLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 
@@ -27,7 +29,8 @@ UNIT_TESTS = tests/test_packet tests/test_handles tests/test_attrib
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all asan static run check unit integration integration-asan deps install \
+.PHONY: all asan static run check unit integration integration-asan \
+	package-check deps install \
 	uninstall clean lint
 
 all: sftp-server
@@ -61,20 +64,27 @@ unit: $(UNIT_TESTS)
 
 # Every integration suite: raw protocol, hostile input, confinement, the
 # OpenSSH client, parity with OpenSSH's server, a real sshd with clients.
-integration: sftp-server
+integration: sftp-server sftp-server-static
 	PYTHON=$(PYTHON) tests/run-all.sh $(CURDIR)/sftp-server
+	tests/run-chroot.sh
 
 # The same suites against the sanitizer build.
 integration-asan: sftp-server-asan
 	SFTP_SANITIZED=1 PYTHON=$(PYTHON) tests/run-all.sh \
 	    $(CURDIR)/sftp-server-asan
 
-check: all lint unit integration integration-asan
+# Install and uninstall, reproducible and hardened builds, the Debian package.
+package-check:
+	tests/run-package.sh
+
+check: all lint unit integration integration-asan package-check
+
+include bench/Makefile.inc
 
 # Banned calls (see the style guide).
 lint:
 	@! grep -nE '\b(strcpy|strcat|sprintf|vsprintf|strncpy|strtok|gets|atoi)\(' \
-	    $(SRCS) $(HDRS) | grep -vE '(snprintf|vsnprintf)\(' || \
+	    $(SRCS) $(HDRS) bench/*.c | grep -vE '(snprintf|vsnprintf)\(' || \
 	    { echo "banned call"; exit 1; }
 
 deps:
@@ -82,7 +92,8 @@ deps:
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 	    build-essential clang libcmocka-dev openssh-client openssh-server \
 	    openssh-sftp-server python3 python3-paramiko mandoc lftp curl \
-	    valgrind
+	    valgrind libclang-rt-14-dev debhelper devscripts lintian dpkg-dev \
+	    fakeroot
 
 install: sftp-server
 	$(INSTALL) -d $(DESTDIR)$(libexecdir) $(DESTDIR)$(mandir)/man8
@@ -94,4 +105,5 @@ uninstall:
 	    $(DESTDIR)$(mandir)/man8/sftp-server.8
 
 clean:
-	rm -f sftp-server sftp-server-asan sftp-server-static $(OBJS) $(UNIT_TESTS)
+	rm -f sftp-server sftp-server-asan sftp-server-static $(OBJS) $(UNIT_TESTS) \
+	    $(BENCH_PROGS)

@@ -87,11 +87,13 @@ IS_REF=0
 [ "$HAVE_REF" = 1 ] && [ "$SFTP_SERVER" -ef "$REF" ] && IS_REF=1
 NOREF="reference server $REF not installed"
 
-# A private copy of the server under test, under its own name: a rebuild
-# while the suite runs cannot leave it without a binary or mix two builds.
+# A private copy of the server under test, named as OpenSSH's is (the name
+# shows in usage and syslog): a rebuild while the suite runs cannot leave it
+# without a binary or mix two builds, and a sanitizer build answers to the
+# same name.
 mkdir "$T/under-test"
-if cp "$SFTP_SERVER" "$T/under-test/${SFTP_SERVER##*/}"; then
-    SFTP_SERVER=$T/under-test/${SFTP_SERVER##*/}
+if cp "$SFTP_SERVER" "$T/under-test/sftp-server"; then
+    SFTP_SERVER=$T/under-test/sftp-server
 else
     fail "setup" "expected to copy $SFTP_SERVER, got an error"
     summary; exit 1
@@ -120,7 +122,9 @@ exec "$PARITY_SERVER" "$@" 2>>"$PARITY_LOG"
 EOF
 chmod 755 "$T/srv"
 
-# The syslog capture library (see tests/parity-syslog.c).
+# The syslog capture library (see tests/parity-syslog.c).  A sanitizer
+# build must accept it ahead of its runtime.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 SHIM=
 SHIM_WHY="no C compiler (${CC:-cc}) to build tests/parity-syslog.c"
 if command -v "${CC:-cc}" >/dev/null 2>&1; then

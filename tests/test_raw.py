@@ -1363,13 +1363,17 @@ def reply_shape(reply):
 
 
 def restricted_setup(d):
-    """Files with fixed times; atimes in the future so reads keep them."""
+    """Files with fixed times; atimes in the future so reads keep them.
+
+    The times are constants, so that two trees set up a second apart (one
+    for each server compared) are alike.
+    """
     for n in ("f", "t"):
         with open(os.path.join(d, n), "wb") as f:
             f.write(b"0123456789")
     os.mkdir(os.path.join(d, "sub"))
     os.symlink("f", os.path.join(d, "l"))
-    atime = int(time.time()) + 10 * 86400
+    atime = 4000000000
     for n in ("f", "t", "sub", "l", "."):
         os.utime(os.path.join(d, n), (atime, 1500000000),
                  follow_symlinks=False)
