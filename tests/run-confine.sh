@@ -32,22 +32,8 @@ ROUNDS=${CONFINE_RACE_ROUNDS:-1000}
 confine() { timeout 120 "$PYTHON" "$HERE/test_confine.py" "$@"; }
 export PYTHONDONTWRITEBYTECODE=1
 
-PASSED=0
-FAILED=0
-SKIPPED=0
-
-pass() { PASSED=$((PASSED + 1)); printf 'ok - %s\n' "$1"; }
-fail() { FAILED=$((FAILED + 1)); printf 'FAIL - %s: %s\n' "$1" "$2"; }
-skip() { SKIPPED=$((SKIPPED + 1)); printf 'skip - %s: %s\n' "$1" "$2"; }
-
-summary() {
-    if [ "$SKIPPED" -gt 0 ]; then
-        printf '%d passed, %d failed, %d skipped\n' "$PASSED" "$FAILED" "$SKIPPED"
-    else
-        printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
-    fi
-    [ "$FAILED" -eq 0 ]
-}
+# shellcheck source=tests/lib.sh
+. "${BASH_SOURCE[0]%/*}/lib.sh"
 
 FLIPPER_PID=
 T=$(mktemp -d) || { echo "FAIL - setup: expected mktemp -d to work, got an error"; echo "0 passed, 1 failed"; exit 1; }

@@ -27,22 +27,8 @@ SFTP_SERVER_ARGS=${SFTP_SERVER_ARGS:-}
 SERVER_CMD="$SFTP_SERVER${SFTP_SERVER_ARGS:+ $SFTP_SERVER_ARGS}"
 TEST_USER=sftptest
 
-PASSED=0
-FAILED=0
-SKIPPED=0
-
-pass() { PASSED=$((PASSED + 1)); printf 'ok - %s\n' "$1"; }
-fail() { FAILED=$((FAILED + 1)); printf 'FAIL - %s: %s\n' "$1" "$2"; }
-skip() { SKIPPED=$((SKIPPED + 1)); printf 'skip - %s: %s\n' "$1" "$2"; }
-
-summary() {
-    if [ "$SKIPPED" -gt 0 ]; then
-        printf '%d passed, %d failed, %d skipped\n' "$PASSED" "$FAILED" "$SKIPPED"
-    else
-        printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
-    fi
-    [ "$FAILED" -eq 0 ]
-}
+# shellcheck source=tests/lib.sh
+. "${BASH_SOURCE[0]%/*}/lib.sh"
 
 T=$(mktemp -d) || { echo "FAIL - setup: expected mktemp -d to work, got an error"; echo "0 passed, 1 failed"; exit 1; }
 cleanup() { chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"; }

@@ -31,22 +31,8 @@ PYTHON=/usr/bin/python3
 TEST_USER=sftpssh
 HOST=127.0.0.1
 
-PASSED=0
-FAILED=0
-SKIPPED=0
-
-pass() { PASSED=$((PASSED + 1)); printf 'ok - %s\n' "$1"; }
-fail() { FAILED=$((FAILED + 1)); printf 'FAIL - %s: %s\n' "$1" "$2"; }
-skip() { SKIPPED=$((SKIPPED + 1)); printf 'skip - %s: %s\n' "$1" "$2"; }
-
-summary() {
-    if [ "$SKIPPED" -gt 0 ]; then
-        printf '%d passed, %d failed, %d skipped\n' "$PASSED" "$FAILED" "$SKIPPED"
-    else
-        printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
-    fi
-    [ "$FAILED" -eq 0 ]
-}
+# shellcheck source=tests/lib.sh
+. "${BASH_SOURCE[0]%/*}/lib.sh"
 
 # shellcheck source=tests/sshd-lib.sh
 . "$HERE/sshd-lib.sh"
