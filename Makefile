@@ -30,7 +30,7 @@ UNIT_TESTS = tests/test_packet tests/test_handles tests/test_attrib
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all asan static run check unit integration integration-asan \
-	package-check deps install \
+	package-check fuzz fuzz-run fuzz-check deps install \
 	uninstall clean lint
 
 all: sftp-server
@@ -73,11 +73,37 @@ integration-asan: sftp-server-asan
 	SFTP_SANITIZED=1 PYTHON=$(PYTHON) tests/run-all.sh \
 	    $(CURDIR)/sftp-server-asan
 
+# libFuzzer harnesses (tests/fuzz_*.c): clang with compiler-rt (Debian:
+# clang, libclang-rt-14-dev).
+FUZZ_CC ?= clang
+FUZZ_CFLAGS = $(STD) $(WARNINGS) $(CPPFLAGS) -DSFTP_FUZZ -g -O1 \
+	-fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=all
+FUZZERS = tests/fuzz_session tests/fuzz_packet
+SECONDS ?= 60
+
+fuzz: $(FUZZERS)
+
+tests/fuzz_session: tests/fuzz_session.c $(SRCS) $(HDRS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz_session.c $(SRCS) -lpthread
+
+tests/fuzz_packet: tests/fuzz_packet.c packet.c packet.h
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz_packet.c
+
+# Each harness for SECONDS seconds; what it finds stays in the scratch
+# directory printed at the end, never in tests/fuzz-corpus.
+fuzz-run: $(FUZZERS)
+	tests/run-fuzz.sh -k -t $(SECONDS)
+
+# The corpus as a regression test, then 25 seconds of fuzzing each.
+fuzz-check: $(FUZZERS)
+	tests/run-fuzz.sh
+
 # Install and uninstall, reproducible and hardened builds, the Debian package.
 package-check:
 	tests/run-package.sh
 
-check: all lint unit integration integration-asan package-check
+check: all lint unit integration integration-asan fuzz-check package-check
 
 include bench/Makefile.inc
 
@@ -106,4 +132,4 @@ uninstall:
 
 clean:
 	rm -f sftp-server sftp-server-asan sftp-server-static $(OBJS) $(UNIT_TESTS) \
-	    $(BENCH_PROGS)
+	    $(BENCH_PROGS) $(FUZZERS)

@@ -661,3 +661,15 @@ fs_chown(const char *path, uid_t uid, gid_t gid, int follow)
 	close_keep_errno(fd);
 	return r;
 }
+
+#ifdef SFTP_FUZZ
+void
+fs_reset(void)
+{
+	if (root_fd != -1)
+		(void)close(root_fd);
+	root_fd = -1;
+	root_path[0] = '\0';
+	memcpy(vcwd, "/", 2);
+}
+#endif

@@ -65,4 +65,9 @@ int	fs_chmod(const char *, mode_t, int follow);
 int	fs_utimes(const char *, const struct timespec[2], int follow);
 int	fs_chown(const char *, uid_t, gid_t, int follow);
 
+#ifdef SFTP_FUZZ
+/* Ends confinement: the fuzz harness runs many sessions in one process. */
+void	fs_reset(void);
+#endif
+
 #endif /* FS_H */

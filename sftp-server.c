@@ -345,6 +345,13 @@ cleanup_exit(int status)
 	ibuf_free(&ib);
 	oq_free(&oq);
 	handle_table_free(&handles);
+	if (zc_pipe[0] != -1) {
+		(void)close(zc_pipe[0]);
+		(void)close(zc_pipe[1]);
+		zc_pipe[0] = zc_pipe[1] = -1;
+	}
+	zerocopy = spliced = 0;
+	fs_reset();
 	sftp_fuzz_status = status;
 	longjmp(sftp_fuzz_exit, 1);
 #else
@@ -1610,7 +1617,8 @@ copy_loop(struct handle *rh, off_t roff, struct handle *wh, off_t woff,
 		if (write_full(wh, buf, (size_t)n, woff) == -1)
 			return -1;
 		roff += n;
-		woff += n;
+		if (!(wh->flags & O_APPEND))
+			woff += n;	/* appends ignore it, and it may be huge */
 		*copied += (uint64_t)n;
 	}
 	return 0;
