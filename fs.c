@@ -553,6 +553,20 @@ fs_truncate(const char *path, off_t size)
 	return r;
 }
 
+/*
+ * What an attribute change acts on: with follow, the file the whole path
+ * names, and *basep NULL; without, the last component in its directory
+ * (jail_parent()).  Returns the descriptor or -1.
+ */
+static int
+jail_target(const char *path, int follow, char *buf, const char **basep)
+{
+	if (!follow)
+		return jail_parent(path, buf, basep, 0);
+	*basep = NULL;
+	return jail_open(path, O_PATH, 0);
+}
+
 /* chmod(2) of what an O_PATH descriptor names. */
 static int
 chmod_fd(int fd, mode_t mode)
@@ -588,22 +602,16 @@ fs_chmod(const char *path, mode_t mode, int follow)
 		}
 		return chmod(path, mode);
 	}
-	if (follow) {
-		if ((fd = jail_open(path, O_PATH, 0)) == -1)
-			return -1;
+	if ((fd = jail_target(path, follow, buf, &base)) == -1)
+		return -1;
+	if (base == NULL) {
 		r = chmod_fd(fd, mode);
-	} else {
-		if ((fd = jail_parent(path, buf, &base, 0)) == -1)
-			return -1;
-		if (base == NULL)
-			r = chmod_fd(fd, mode);
-		else if ((r = fstatat(fd, base, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
-			if (S_ISLNK(st.st_mode)) {
-				errno = EOPNOTSUPP;
-				r = -1;
-			} else {
-				r = fchmodat(fd, base, mode, 0);
-			}
+	} else if ((r = fstatat(fd, base, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
+		if (S_ISLNK(st.st_mode)) {
+			errno = EOPNOTSUPP;
+			r = -1;
+		} else {
+			r = fchmodat(fd, base, mode, 0);
 		}
 	}
 	close_keep_errno(fd);
@@ -620,13 +628,7 @@ fs_utimes(const char *path, const struct timespec ts[2], int follow)
 	if (!fs_confined())
 		return utimensat(AT_FDCWD, path, ts,
 		    follow ? 0 : AT_SYMLINK_NOFOLLOW);
-	if (follow) {
-		fd = jail_open(path, O_PATH, 0);
-		base = NULL;
-	} else {
-		fd = jail_parent(path, buf, &base, 0);
-	}
-	if (fd == -1)
+	if ((fd = jail_target(path, follow, buf, &base)) == -1)
 		return -1;
 	if (base == NULL)
 		r = utimensat(fd, "", ts, AT_EMPTY_PATH);
@@ -646,13 +648,7 @@ fs_chown(const char *path, uid_t uid, gid_t gid, int follow)
 	if (!fs_confined())
 		return follow ? chown(path, uid, gid) :
 		    fchownat(AT_FDCWD, path, uid, gid, AT_SYMLINK_NOFOLLOW);
-	if (follow) {
-		fd = jail_open(path, O_PATH, 0);
-		base = NULL;
-	} else {
-		fd = jail_parent(path, buf, &base, 0);
-	}
-	if (fd == -1)
+	if ((fd = jail_target(path, follow, buf, &base)) == -1)
 		return -1;
 	if (base == NULL)
 		r = fchownat(fd, "", uid, gid, AT_EMPTY_PATH);
