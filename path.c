@@ -17,7 +17,7 @@
 #include "fs.h"
 #include "path.h"
 
-#define SYMLOOP_MAX	32
+#define SFTP_SYMLOOP_MAX	32	/* as OpenSSH's sftp_realpath() */
 
 /* Drops the last component of resolved, keeping its slash. */
 static size_t
@@ -92,7 +92,7 @@ path_resolve(const char *path, char *resolved)
 			return -1;
 		}
 		if (S_ISLNK(st.st_mode)) {
-			if (hops++ > SYMLOOP_MAX) {
+			if (hops++ > SFTP_SYMLOOP_MAX) {
 				errno = ELOOP;
 				return -1;
 			}
