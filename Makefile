@@ -117,9 +117,9 @@ deps:
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 	    build-essential clang libcmocka-dev openssh-client openssh-server \
-	    openssh-sftp-server python3 python3-paramiko mandoc lftp curl \
-	    valgrind libclang-rt-14-dev debhelper devscripts lintian dpkg-dev \
-	    fakeroot
+	    openssh-sftp-server python3 python3-paramiko python3-asyncssh \
+	    mandoc lftp curl valgrind libclang-rt-14-dev debhelper devscripts \
+	    lintian dpkg-dev fakeroot
 
 install: sftp-server
 	$(INSTALL) -d $(DESTDIR)$(libexecdir) $(DESTDIR)$(mandir)/man8

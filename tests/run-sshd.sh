@@ -3,7 +3,7 @@
 # the foreground on 127.0.0.1 and a free high port with its own configuration
 # and keys in a temporary directory (see tests/sshd-lib.sh), with
 # "Subsystem sftp SERVER ...", and real clients log in over SSH:
-# OpenSSH sftp and scp, paramiko, curl (libssh2) and lftp. Every file moved
+# OpenSSH sftp and scp, paramiko, asyncssh, curl (libssh2) and lftp. Every file moved
 # is compared with its original. Then the server's flags are checked to take
 # effect through sshd (-e -l INFO, -l INFO -f LOCAL5, -R, -u, -P), and, when
 # run as root, an unprivileged user logs in too.
@@ -344,6 +344,23 @@ if "$PYTHON" -c 'import paramiko' 2>/dev/null; then
     fi
 else
     skip "paramiko" "python3-paramiko not installed"
+fi
+
+# asyncssh (its own SFTP client, parallel requests)
+if "$PYTHON" -c 'import asyncssh' 2>/dev/null; then
+    timeout 170 "$PYTHON" "$HERE/sshd_asyncssh.py" "$HOST" "$SSHD_PORT" "$ME" \
+        "$SSH_KEY" "$SSH_KNOWN_HOSTS" "$R" > "$T/as.out" 2> "$T/as.err"
+    RC=$?
+    cat "$T/as.out"
+    n_ok=$(grep -c '^ok - ' "$T/as.out")
+    n_fail=$(grep -c '^FAIL - ' "$T/as.out")
+    PASSED=$((PASSED + n_ok))
+    FAILED=$((FAILED + n_fail))
+    if [ "$RC" -ne 0 ] && [ "$n_fail" -eq 0 ]; then
+        fail "asyncssh: script" "expected exit status 0, got $RC (stderr: $(oneline "$T/as.err"))"
+    fi
+else
+    skip "asyncssh" "python3-asyncssh not installed"
 fi
 
 # ---------------------------------------------------------------------------
