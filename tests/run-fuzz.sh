@@ -35,12 +35,8 @@ while getopts kt: opt; do
 	esac
 done
 
-PASSED=0
-FAILED=0
-SKIPPED=0
-pass() { PASSED=$((PASSED + 1)); printf 'ok - %s\n' "$1"; }
-fail() { FAILED=$((FAILED + 1)); printf 'FAIL - %s: %s\n' "$1" "$2"; }
-skip() { SKIPPED=$((SKIPPED + 1)); printf 'skip - %s: %s\n' "$1" "$2"; }
+# shellcheck source=tests/lib.sh
+. "$HERE/lib.sh"
 
 S=$(mktemp -d "${TMPDIR:-/tmp}/sftp-fuzz-run.XXXXXX") || {
 	echo "FAIL - setup: expected mktemp -d to work, got an error"
@@ -140,10 +136,4 @@ for name in session packet; do
 	fi
 done
 
-if [ "$SKIPPED" -gt 0 ]; then
-	printf '%d passed, %d failed, %d skipped\n' "$PASSED" "$FAILED" \
-	    "$SKIPPED"
-else
-	printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
-fi
-[ "$FAILED" -eq 0 ]
+summary

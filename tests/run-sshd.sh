@@ -330,38 +330,29 @@ fi
 # ---------------------------------------------------------------------------
 # 3. paramiko
 # ---------------------------------------------------------------------------
-if "$PYTHON" -c 'import paramiko' 2>/dev/null; then
-    timeout 170 "$PYTHON" "$HERE/sshd_paramiko.py" "$HOST" "$SSHD_PORT" "$ME" \
-        "$SSH_KEY" "$SSH_KNOWN_HOSTS" "$R" > "$T/pm.out" 2> "$T/pm.err"
+# py_client NAME MODULE SCRIPT: a Python client script through the sshd; its
+# own ok/FAIL lines are counted here.
+py_client() {
+    if ! "$PYTHON" -c "import $2" 2>/dev/null; then
+        skip "$1" "python3-$2 not installed"
+        return
+    fi
+    timeout 170 "$PYTHON" "$HERE/$3" "$HOST" "$SSHD_PORT" "$ME" \
+        "$SSH_KEY" "$SSH_KNOWN_HOSTS" "$R" > "$T/$2.out" 2> "$T/$2.err"
     RC=$?
-    cat "$T/pm.out"
-    n_ok=$(grep -c '^ok - ' "$T/pm.out")
-    n_fail=$(grep -c '^FAIL - ' "$T/pm.out")
+    cat "$T/$2.out"
+    n_ok=$(grep -c '^ok - ' "$T/$2.out")
+    n_fail=$(grep -c '^FAIL - ' "$T/$2.out")
     PASSED=$((PASSED + n_ok))
     FAILED=$((FAILED + n_fail))
     if [ "$RC" -ne 0 ] && [ "$n_fail" -eq 0 ]; then
-        fail "paramiko: script" "expected exit status 0, got $RC (stderr: $(oneline "$T/pm.err"))"
+        fail "$1: script" "expected exit status 0, got $RC (stderr: $(oneline "$T/$2.err"))"
     fi
-else
-    skip "paramiko" "python3-paramiko not installed"
-fi
+}
 
+py_client paramiko paramiko sshd_paramiko.py
 # asyncssh (its own SFTP client, parallel requests)
-if "$PYTHON" -c 'import asyncssh' 2>/dev/null; then
-    timeout 170 "$PYTHON" "$HERE/sshd_asyncssh.py" "$HOST" "$SSHD_PORT" "$ME" \
-        "$SSH_KEY" "$SSH_KNOWN_HOSTS" "$R" > "$T/as.out" 2> "$T/as.err"
-    RC=$?
-    cat "$T/as.out"
-    n_ok=$(grep -c '^ok - ' "$T/as.out")
-    n_fail=$(grep -c '^FAIL - ' "$T/as.out")
-    PASSED=$((PASSED + n_ok))
-    FAILED=$((FAILED + n_fail))
-    if [ "$RC" -ne 0 ] && [ "$n_fail" -eq 0 ]; then
-        fail "asyncssh: script" "expected exit status 0, got $RC (stderr: $(oneline "$T/as.err"))"
-    fi
-else
-    skip "asyncssh" "python3-asyncssh not installed"
-fi
+py_client asyncssh asyncssh sshd_asyncssh.py
 
 # ---------------------------------------------------------------------------
 # 4. curl (libssh2)
