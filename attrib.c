@@ -27,6 +27,16 @@ struct name_entry {
 
 static struct name_entry user_cache[NAME_CACHE];
 static struct name_entry group_cache[NAME_CACHE];
+/*
+ * Within attrs_lookup_budget(): the distinct ids looked up so far, so that
+ * ids that evict each other from the cache are still looked up only once.
+ */
+#define MEMO_MAX	256
+static struct {
+	int is_group;
+	struct name_entry e;
+} memo[MEMO_MAX];
+static unsigned long nmemo, memo_limit = ATTRS_LOOKUPS_UNLIMITED;
 
 void
 attrs_from_stat(const struct stat *st, struct sftp_attrs *a)
@@ -52,8 +62,21 @@ lookup(struct name_entry *cache, unsigned long id, int is_group)
 	const char *name = NULL;
 	size_t len;
 
+	static struct name_entry unknown;
+	int limited = memo_limit != ATTRS_LOOKUPS_UNLIMITED;
+
 	if (e->valid && e->id == id)
 		return e;
+	for (unsigned long i = 0; limited && i < nmemo; i++)
+		if (memo[i].is_group == is_group && memo[i].e.id == id)
+			return &memo[i].e;
+	if (limited && nmemo >= memo_limit) {
+		/* Not looked up, and not cached as unknown either. */
+		unknown.known = 0;
+		unknown.id = id;
+		(void)snprintf(unknown.name, sizeof unknown.name, "%lu", id);
+		return &unknown;
+	}
 	if (is_group) {
 		if ((gr = getgrgid((gid_t)id)) != NULL)
 			name = gr->gr_name;
@@ -68,7 +91,20 @@ lookup(struct name_entry *cache, unsigned long id, int is_group)
 		memcpy(e->name, name, len + 1);
 	else
 		(void)snprintf(e->name, sizeof e->name, "%lu", id);
+	if (limited) {
+		memo[nmemo].is_group = is_group;
+		memo[nmemo].e = *e;
+		nmemo++;
+	}
 	return e;
+}
+
+void
+attrs_lookup_budget(unsigned long n)
+{
+	memo_limit = n < MEMO_MAX || n == ATTRS_LOOKUPS_UNLIMITED ? n :
+	    MEMO_MAX;
+	nmemo = 0;
 }
 
 const char *

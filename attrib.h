@@ -32,6 +32,13 @@ const char	*attrs_group_name(gid_t);
 /* The name, or NULL when the system knows none.  Cached. */
 const char	*attrs_user_known(uid_t);
 const char	*attrs_group_known(gid_t);
+/*
+ * From now on, at most n distinct ids (256 at most) are looked up in the
+ * system's databases, each once; past that, an id not in the cache is
+ * answered as unknown.  ATTRS_LOOKUPS_UNLIMITED lifts the limit.
+ */
+#define ATTRS_LOOKUPS_UNLIMITED	((unsigned long)-1)
+void	attrs_lookup_budget(unsigned long n);
 /* The permissions string of BSD strmode(3): 10 characters and a space. */
 void	attrs_strmode(mode_t, char buf[12]);
 

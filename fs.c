@@ -9,6 +9,21 @@
  * path is ever handed to a call that would resolve it from the real root.
  * A call that must not follow a final symlink resolves the parent directory
  * that way and acts on the last component, a single name, relative to it.
+ *
+ * The rule under -r: no name is resolved a second time after it was
+ * checked, since a concurrent session can swap a symlink in between, and a
+ * symlink followed by a plain *at() call resolves from the real "/".  Every
+ * call below therefore either
+ *   - resolves a whole path once, with openat2() (jail_open()), and then
+ *     acts on that descriptor alone (fstat, fstatvfs, ftruncate,
+ *     utimensat and fchownat with AT_EMPTY_PATH, fchmodat2, fdopendir);
+ *   - or acts on one name, without a slash, in a directory descriptor from
+ *     openat2(), with a call that never follows that name: fstatat,
+ *     utimensat and fchownat with AT_SYMLINK_NOFOLLOW, openat with
+ *     O_NOFOLLOW, readlinkat, unlinkat, mkdirat, symlinkat, linkat without
+ *     AT_SYMLINK_FOLLOW, renameat and renameat2.
+ * A check (fstatat) followed by an act is then at worst an answer about an
+ * entry that has changed since, never an act outside the root.
  * O_PATH, AT_EMPTY_PATH and renameat2() are GNU names in glibc, hence
  * _GNU_SOURCE for this file.
  */
@@ -24,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +47,6 @@
 #include <unistd.h>
 
 #include "fs.h"
-#include "path.h"
 #include "sys-gnu.h"
 
 #if defined(__linux__) && defined(SYS_openat2)
@@ -46,12 +61,23 @@ struct fs_open_how {
 #define FS_RESOLVE_IN_ROOT		0x10
 #endif
 
-#ifndef SYS_fchmodat2
+/*
+ * fchmodat2(2), Linux 6.6, where the C library's headers are older.  System
+ * call numbers from 424 on are shared by these architectures; others (alpha,
+ * mips, ia64, x32) number them apart, and go without.
+ */
+#if !defined(SYS_fchmodat2) && defined(__linux__) && \
+    ((defined(__x86_64__) && !defined(__ILP32__)) || defined(__i386__) || \
+    defined(__aarch64__) || defined(__arm__) || defined(__riscv) || \
+    defined(__powerpc__) || defined(__s390__) || defined(__loongarch__))
 #define SYS_fchmodat2	452
 #endif
 
 /* statfs(2)'s f_type of procfs, as <linux/magic.h>. */
 #define PROC_FS_MAGIC	0x9fa0
+
+/* Symlinks followed in one path before ELOOP, as the kernel's limit. */
+#define SYMLINK_HOPS_MAX	40
 
 /* Retries of openat2() when a concurrent rename makes it answer EAGAIN. */
 #define OPENAT2_TRIES	64
@@ -89,6 +115,31 @@ virtual_path(const char *path, char *out)
 	return 0;
 }
 
+/*
+ * Drops the ".." names at the front of an absolute path: beneath the root,
+ * "/.." is "/".  The kernel would find the same, but a ".." lookup fails
+ * with EAGAIN whenever a rename happens anywhere on the system meanwhile.
+ */
+static void
+drop_leading_dotdot(char *vp)
+{
+	char *p = vp;
+
+	for (;;) {
+		while (p[1] == '/')
+			p++;
+		if (p[1] != '.' || p[2] != '.' || (p[3] != '/' && p[3] != '\0'))
+			break;
+		p += 3;
+		if (*p == '\0') {
+			memcpy(vp, "/", 2);
+			return;
+		}
+	}
+	if (p != vp)
+		memmove(vp, p, strlen(p) + 1);
+}
+
 /* openat2() beneath the root; mode only with O_CREAT, as openat2 demands. */
 static int
 jail_open(const char *path, int flags, mode_t mode)
@@ -104,10 +155,14 @@ jail_open(const char *path, int flags, mode_t mode)
 	how.flags = (uint64_t)(flags | O_CLOEXEC);
 	how.mode = (flags & O_CREAT) ? (uint64_t)(mode & 07777) : 0;
 	how.resolve = FS_RESOLVE_IN_ROOT | FS_RESOLVE_NO_MAGICLINKS;
+	drop_leading_dotdot(vp);
 	for (int i = 0; i < OPENAT2_TRIES; i++) {
 		r = syscall(SYS_openat2, root_fd, vp, &how, sizeof how);
 		if (r != -1 || (errno != EAGAIN && errno != EINTR))
 			break;
+		/* Renames anywhere on the system: let them pass. */
+		if (i >= OPENAT2_TRIES / 4)
+			(void)sched_yield();
 	}
 	return (int)r;
 #else
@@ -127,6 +182,15 @@ close_keep_errno(int fd)
 
 	(void)close(fd);
 	errno = e;
+}
+
+/* Whether the directory fd is on a procfs. */
+static int
+on_procfs(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_FS_MAGIC;
 }
 
 /* jail_parent(): the entry may be missing even when the path ends in "/". */
@@ -207,6 +271,132 @@ dots_errno(const char *buf, int for_rmdir)
 	return strcmp(last, "..") == 0 ? ENOTEMPTY : EBUSY;
 }
 
+/*
+ * Whether the entry est in the directory dst can be replaced by root alone:
+ * the directory is root's and no one else may write it, or it is sticky
+ * (as /tmp) and the entry is root's.
+ */
+static int
+entry_safe(const struct stat *dst, const struct stat *est)
+{
+	if (dst->st_uid != 0)
+		return 0;
+	if ((dst->st_mode & 022) == 0)
+		return 1;
+	return (dst->st_mode & S_ISVTX) != 0 && est->st_uid == 0;
+}
+
+/* Appends "/name" to the path walked so far, for the message. */
+static void
+walked_add(char *walked, const char *name)
+{
+	size_t len = strlen(walked);
+
+	if (len > 1 && len + 1 < PATH_MAX)
+		walked[len++] = '/';
+	(void)snprintf(walked + len, PATH_MAX - len, "%s", name);
+}
+
+/* Drops the last name of the path walked so far. */
+static void
+walked_drop(char *walked)
+{
+	char *slash = strrchr(walked, '/');
+
+	if (slash == walked)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+}
+
+int
+fs_root_check(const char *dir, char *bad, size_t size)
+{
+	char left[PATH_MAX], next[PATH_MAX], link[PATH_MAX];
+	char walked[PATH_MAX];
+	struct stat dst, est;
+	const char *p;
+	size_t n;
+	ssize_t len;
+	int dfd, nfd, hops = 0, r = -1;
+
+	bad[0] = '\0';
+	if (dir[0] == '/') {
+		n = (size_t)snprintf(left, sizeof left, "%s", dir);
+	} else {
+		if (getcwd(walked, sizeof walked) == NULL)
+			return -1;
+		n = (size_t)snprintf(left, sizeof left, "%s/%s", walked, dir);
+	}
+	if (n >= sizeof left) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return -1;
+	memcpy(walked, "/", 2);
+	while (left[0] != '\0') {
+		/* Take the next name off the front of left. */
+		p = left + strspn(left, "/");
+		n = strcspn(p, "/");
+		memcpy(next, p, n);
+		next[n] = '\0';
+		memmove(left, p + n, strlen(p + n) + 1);
+		if (n == 0 || strcmp(next, ".") == 0)
+			continue;
+		if (strcmp(next, "..") == 0) {
+			nfd = openat(dfd, "..", O_PATH | O_DIRECTORY |
+			    O_CLOEXEC);
+			walked_drop(walked);
+		} else {
+			walked_add(walked, next);
+			if (fstat(dfd, &dst) == -1 ||
+			    fstatat(dfd, next, &est, AT_SYMLINK_NOFOLLOW) == -1)
+				goto out;
+			if (!entry_safe(&dst, &est)) {
+				(void)snprintf(bad, size, "%s", walked);
+				errno = EPERM;
+				goto out;
+			}
+			if (S_ISLNK(est.st_mode)) {
+				/* The link is root's: check where it leads. */
+				if (++hops > SYMLINK_HOPS_MAX) {
+					errno = ELOOP;
+					goto out;
+				}
+				if ((len = readlinkat(dfd, next, link,
+				    sizeof link - 1)) == -1)
+					goto out;
+				link[len] = '\0';
+				if (snprintf(next, sizeof next, "%s/%s", link,
+				    left) >= (int)sizeof next) {
+					errno = ENAMETOOLONG;
+					goto out;
+				}
+				memcpy(left, next, strlen(next) + 1);
+				if (link[0] != '/') {
+					walked_drop(walked);
+					continue;
+				}
+				nfd = open("/", O_PATH | O_DIRECTORY |
+				    O_CLOEXEC);
+				memcpy(walked, "/", 2);
+			} else {
+				nfd = openat(dfd, next, O_PATH | O_DIRECTORY |
+				    O_NOFOLLOW | O_CLOEXEC);
+			}
+		}
+		if (nfd == -1)
+			goto out;
+		(void)close(dfd);
+		dfd = nfd;
+	}
+	r = 0;
+out:
+	close_keep_errno(dfd);
+	return r;
+}
+
 int
 fs_confine(const char *dir)
 {
@@ -269,6 +459,243 @@ fs_visible(const char *host, char *out, size_t size)
 	return 0;
 }
 
+/*
+ * REALPATH, with the algorithm of the BSD realpath that OpenSSH bundles as
+ * sftp_realpath(), so that it answers as OpenSSH's server does: symlinks
+ * followed (at most REALPATH_HOPS + 1), the last name may be missing, a
+ * regular file may be followed by "/", "." or "..".  The walk holds an O_PATH
+ * descriptor of the directory reached so far and looks up each name in it,
+ * one name at a time, so a name costs the same at any depth.  ".." takes the
+ * directory's parent when it is the one passed on the way down, and opens the
+ * path again otherwise (a concurrent rename).
+ */
+#define REALPATH_HOPS	32	/* as OpenSSH's SYMLOOP_MAX */
+
+struct walk {
+	char *resolved;		/* the answer so far, PATH_MAX bytes */
+	size_t rlen;
+	int fd;			/* O_PATH descriptor of resolved */
+	size_t depth;		/* names in resolved */
+	struct dir_id {
+		dev_t dev;
+		ino_t ino;	/* 0: not known */
+	} ids[PATH_MAX / 2];	/* the directory at each depth */
+};
+
+/* Drops the last component of resolved, keeping its slash. */
+static size_t
+strip_last(char *resolved, size_t rlen)
+{
+	char *q;
+
+	if (rlen <= 1)
+		return rlen;
+	if (resolved[rlen - 1] == '/')
+		resolved[rlen - 1] = '\0';
+	q = strrchr(resolved, '/') + 1;
+	*q = '\0';
+	return (size_t)(q - resolved);
+}
+
+/* An O_PATH descriptor of a path as the client sees it. */
+static int
+open_resolved(const char *path)
+{
+	if (fs_confined())
+		return jail_open(path, O_PATH, 0);
+	return open(path, O_PATH | O_CLOEXEC);
+}
+
+/* Starts the walk at "/" (path absolute) or at the current directory. */
+static int
+walk_start(struct walk *w, const char *path)
+{
+	if (path[0] == '/')
+		memcpy(w->resolved, "/", 2);
+	else if (fs_getcwd(w->resolved, PATH_MAX) == NULL)
+		return -1;
+	w->rlen = strlen(w->resolved);
+	w->depth = 0;
+	for (size_t i = 0; i < w->rlen; i++)
+		if (w->resolved[i] == '/' && w->resolved[i + 1] != '/' &&
+		    w->resolved[i + 1] != '\0')
+			w->ids[++w->depth].ino = 0;
+	return (w->fd = open_resolved(w->resolved)) == -1 ? -1 : 0;
+}
+
+/* Moves the walk to fd, a descriptor of what resolved names now. */
+static void
+walk_move(struct walk *w, int fd)
+{
+	(void)close(w->fd);
+	w->fd = fd;
+}
+
+/* "..": the parent of what the walk holds. */
+static int
+walk_up(struct walk *w)
+{
+	const struct dir_id *want;
+	struct stat st;
+	int fd;
+
+	w->rlen = strip_last(w->resolved, w->rlen);
+	if (w->depth == 0)
+		return 0;	/* "/.." is "/" */
+	want = &w->ids[--w->depth];
+	fd = openat(w->fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd != -1 && (fstat(fd, &st) == -1 || want->ino == 0 ||
+	    st.st_dev != want->dev || st.st_ino != want->ino)) {
+		(void)close(fd);
+		fd = -1;
+	}
+	if (fd == -1 && (fd = open_resolved(w->resolved)) == -1)
+		return -1;
+	walk_move(w, fd);
+	return 0;
+}
+
+/*
+ * A name that is not a symlink (st, from its lookup): the walk goes into
+ * it.  Were it swapped since, the descriptor is of the new entry, never
+ * followed, and a later ".." finds a parent it did not expect.
+ */
+static int
+walk_down(struct walk *w, const char *name, size_t n, const struct stat *st)
+{
+	int fd;
+
+	if ((fd = openat(w->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return -1;
+	memcpy(w->resolved + w->rlen, name, n + 1);
+	w->rlen += n;
+	w->ids[++w->depth].dev = st->st_dev;
+	w->ids[w->depth].ino = st->st_ino;
+	walk_move(w, fd);
+	return 0;
+}
+
+/*
+ * The symlink name in the walk's directory: its text goes in front of what
+ * is left of the path (left, *llenp), behind a slash when more followed the
+ * link, and an absolute one restarts the walk at "/".
+ */
+static int
+walk_link(struct walk *w, const char *name, int more, char *left,
+    size_t *llenp)
+{
+	char link[PATH_MAX];
+	ssize_t len;
+	size_t llen = *llenp;
+	int fd;
+
+	/* Links in a /proc mounted inside would tell host paths. */
+	if (fs_confined() && on_procfs(w->fd)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((len = readlinkat(w->fd, name, link, sizeof link - 1)) == -1)
+		return -1;
+	if (len == 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	link[len] = '\0';
+	if (link[0] == '/') {
+		if ((fd = open_resolved("/")) == -1)
+			return -1;
+		walk_move(w, fd);
+		memcpy(w->resolved, "/", 2);
+		w->rlen = 1;
+		w->depth = 0;
+	}
+	if (more && link[len - 1] != '/')
+		link[len++] = '/';	/* room: len < sizeof link - 1 */
+	if ((size_t)len + llen >= PATH_MAX) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memmove(left + len, left, llen + 1);
+	memcpy(left, link, (size_t)len);
+	*llenp = (size_t)len + llen;
+	return 0;
+}
+
+int
+fs_realpath(const char *path, char *resolved)
+{
+	char left[PATH_MAX], next[PATH_MAX];
+	struct walk w;
+	struct stat st;
+	size_t llen, n;
+	int hops = 0, more, r = -1;
+
+	if ((llen = strlen(path)) >= sizeof left) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	w.resolved = resolved;
+	if (walk_start(&w, path) == -1)
+		return -1;
+	if (path[0] == '/')
+		llen--;
+	memcpy(left, path + (path[0] == '/'), llen + 1);
+	while (llen > 0) {
+		/* Take the next component off the front of left. */
+		n = strcspn(left, "/");
+		memcpy(next, left, n);
+		next[n] = '\0';
+		more = left[n] == '/';
+		llen -= n + (size_t)more;
+		memmove(left, left + n + (size_t)more, llen + 1);
+		if (resolved[w.rlen - 1] != '/') {
+			if (w.rlen + 1 >= PATH_MAX)
+				goto toolong;
+			resolved[w.rlen++] = '/';
+			resolved[w.rlen] = '\0';
+		}
+		if (n == 0 || strcmp(next, ".") == 0)
+			continue;
+		if (strcmp(next, "..") == 0) {
+			if (walk_up(&w) == -1)
+				goto out;
+			continue;
+		}
+		if (w.rlen + n >= PATH_MAX)
+			goto toolong;
+		if (fstatat(w.fd, next, &st, AT_SYMLINK_NOFOLLOW) == -1) {
+			/* The last component may be missing. */
+			if (errno == ENOENT && !more) {
+				memcpy(resolved + w.rlen, next, n + 1);
+				w.rlen += n;
+				r = 0;
+			}
+			goto out;
+		}
+		if (!S_ISLNK(st.st_mode)) {
+			if (walk_down(&w, next, n, &st) == -1)
+				goto out;
+			continue;
+		}
+		if (hops++ > REALPATH_HOPS) {
+			errno = ELOOP;
+			goto out;
+		}
+		if (walk_link(&w, next, more, left, &llen) == -1)
+			goto out;
+	}
+	/* No trailing slash, but for "/" itself. */
+	if (w.rlen > 1 && resolved[w.rlen - 1] == '/')
+		resolved[w.rlen - 1] = '\0';
+	r = 0;
+	goto out;
+toolong:
+	errno = ENAMETOOLONG;
+out:
+	close_keep_errno(w.fd);
+	return r;
+}
+
 int
 fs_chdir(const char *path)
 {
@@ -277,7 +704,7 @@ fs_chdir(const char *path)
 
 	if (!fs_confined())
 		return chdir(path);
-	if (path_resolve(path, resolved) == -1)
+	if (fs_realpath(path, resolved) == -1)
 		return -1;
 	if ((fd = jail_open(resolved, O_PATH | O_DIRECTORY, 0)) == -1)
 		return -1;
@@ -342,7 +769,7 @@ fs_stat(const char *path, struct stat *st, int follow)
 			return -1;
 		if (base == NULL)
 			r = fstat(fd, st);
-		else
+		else	/* the name itself, never followed */
 			r = fstatat(fd, base, st, AT_SYMLINK_NOFOLLOW);
 	}
 	close_keep_errno(fd);
@@ -375,15 +802,6 @@ fs_statvfs(const char *path, struct statvfs *st)
 	return r;
 }
 
-/* Whether the directory fd is on a procfs. */
-static int
-on_procfs(int fd)
-{
-	struct statfs sf;
-
-	return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_FS_MAGIC;
-}
-
 ssize_t
 fs_readlink(const char *path, char *out, size_t size)
 {
@@ -401,7 +819,7 @@ fs_readlink(const char *path, char *out, size_t size)
 		errno = EINVAL;
 		r = -1;
 	} else {
-		r = readlinkat(fd, base, out, size);
+		r = readlinkat(fd, base, out, size);	/* never follows base */
 	}
 	close_keep_errno(fd);
 	return r;
@@ -427,6 +845,7 @@ entry_op(enum entry_op op, const char *path, mode_t mode, const char *target)
 		errno = op == OP_UNLINK ? EISDIR : dots_errno(buf,
 		    op == OP_RMDIR);
 	} else {
+		/* None of these follows base, the last name. */
 		switch (op) {
 		case OP_UNLINK:
 			r = unlinkat(fd, base, 0);
@@ -500,7 +919,7 @@ pair_op(int is_link, int noreplace, const char *oldpath, const char *newpath)
 	}
 	if (obase == NULL || nbase == NULL)
 		errno = is_link ? EEXIST : EBUSY;
-	else if (is_link)
+	else if (is_link)	/* without AT_SYMLINK_FOLLOW: the link itself */
 		r = linkat(ofd, obase, nfd, nbase, 0);
 	else if (noreplace)
 		r = sys_rename_noreplace(ofd, obase, nfd, nbase);
@@ -531,24 +950,27 @@ fs_rename(const char *oldpath, const char *newpath, int noreplace)
 	return pair_op(0, noreplace, oldpath, newpath);
 }
 
+/*
+ * truncate(2) beneath the root: the path is opened once for writing, without
+ * blocking (a FIFO or a device is never waited on), and only a regular file
+ * is truncated through that descriptor.
+ */
 int
 fs_truncate(const char *path, off_t size)
 {
 	struct stat st;
-	int fd, r;
+	int fd, r = -1;
 
 	if (!fs_confined())
 		return truncate(path, size);
-	/* Never open a device or a FIFO for writing just to truncate it. */
-	if (fs_stat(path, &st, 1) == -1)
+	if ((fd = jail_open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1)
 		return -1;
-	if (!S_ISREG(st.st_mode)) {
-		errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-		return -1;
+	if (fstat(fd, &st) == 0) {
+		if (S_ISREG(st.st_mode))
+			r = ftruncate(fd, size);
+		else
+			errno = EINVAL;
 	}
-	if ((fd = jail_open(path, O_WRONLY | O_NONBLOCK, 0)) == -1)
-		return -1;
-	r = ftruncate(fd, size);
 	close_keep_errno(fd);
 	return r;
 }
@@ -567,19 +989,78 @@ jail_target(const char *path, int follow, char *buf, const char **basep)
 	return jail_open(path, O_PATH, 0);
 }
 
-/* chmod(2) of what an O_PATH descriptor names. */
+/*
+ * chmod(2) of what the O_PATH descriptor fd names; st is its fstat().  No
+ * name is resolved again: fchmodat2(2) acts on the descriptor itself, and
+ * /proc/self/fd/N is the kernel's own link to the object fd holds.  Where
+ * neither exists (before Linux 6.6, in a jail without /proc), a regular
+ * file or a directory is opened again by name, without following a link,
+ * and used only if it is still the same object; anything else fails with
+ * EOPNOTSUPP rather than be opened.
+ */
 static int
-chmod_fd(int fd, mode_t mode)
+chmod_fd(int fd, const struct stat *st, int dirfd, const char *base,
+    mode_t mode)
 {
 	char proc[64];
+	struct stat again;
+	int e, rfd;
 
+#ifdef SYS_fchmodat2
 	if (syscall(SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH) == 0)
 		return 0;
 	if (errno != ENOSYS && errno != EINVAL)
 		return -1;
-	/* Kernels before 6.6: through /proc, where there is one. */
+#endif
 	(void)snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-	return chmod(proc, mode);
+	if (chmod(proc, mode) == 0)
+		return 0;
+	if (errno != ENOENT || !(S_ISREG(st->st_mode) ||
+	    S_ISDIR(st->st_mode))) {
+		e = errno == ENOENT ? EOPNOTSUPP : errno;
+		errno = e;
+		return -1;
+	}
+	if (base == NULL)
+		rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	else
+		rfd = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+		    O_NOCTTY | O_CLOEXEC);
+	if (rfd == -1)
+		return -1;
+	if (fstat(rfd, &again) == -1 || again.st_dev != st->st_dev ||
+	    again.st_ino != st->st_ino) {
+		close_keep_errno(rfd);
+		errno = ENOENT;	/* it was replaced in between */
+		return -1;
+	}
+	e = fchmod(rfd, mode);
+	close_keep_errno(rfd);
+	return e;
+}
+
+/*
+ * chmod(2) of the last component of base in dirfd itself, never of what a
+ * symlink there names (Linux cannot change a link's mode: EOPNOTSUPP).  The
+ * name is opened once, O_PATH | O_NOFOLLOW, and everything after acts on
+ * that descriptor: a link swapped in after the check is never followed.
+ */
+static int
+chmod_nofollow(int dirfd, const char *base, mode_t mode)
+{
+	struct stat st;
+	int fd, r = -1;
+
+	if ((fd = openat(dirfd, base, O_PATH | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return -1;
+	if (fstat(fd, &st) == 0) {
+		if (S_ISLNK(st.st_mode))
+			errno = EOPNOTSUPP;
+		else
+			r = chmod_fd(fd, &st, dirfd, base, mode);
+	}
+	close_keep_errno(fd);
+	return r;
 }
 
 int
@@ -593,27 +1074,14 @@ fs_chmod(const char *path, mode_t mode, int follow)
 	if (!fs_confined()) {
 		if (follow)
 			return chmod(path, mode);
-		/* Linux cannot change the mode of a symlink itself. */
-		if (lstat(path, &st) == -1)
-			return -1;
-		if (S_ISLNK(st.st_mode)) {
-			errno = EOPNOTSUPP;
-			return -1;
-		}
-		return chmod(path, mode);
+		return chmod_nofollow(AT_FDCWD, path, mode);
 	}
 	if ((fd = jail_target(path, follow, buf, &base)) == -1)
 		return -1;
-	if (base == NULL) {
-		r = chmod_fd(fd, mode);
-	} else if ((r = fstatat(fd, base, &st, AT_SYMLINK_NOFOLLOW)) == 0) {
-		if (S_ISLNK(st.st_mode)) {
-			errno = EOPNOTSUPP;
-			r = -1;
-		} else {
-			r = fchmodat(fd, base, mode, 0);
-		}
-	}
+	if (base != NULL)
+		r = chmod_nofollow(fd, base, mode);
+	else if ((r = fstat(fd, &st)) == 0)
+		r = chmod_fd(fd, &st, -1, NULL, mode);
 	close_keep_errno(fd);
 	return r;
 }
@@ -630,9 +1098,9 @@ fs_utimes(const char *path, const struct timespec ts[2], int follow)
 		    follow ? 0 : AT_SYMLINK_NOFOLLOW);
 	if ((fd = jail_target(path, follow, buf, &base)) == -1)
 		return -1;
-	if (base == NULL)
+	if (base == NULL)	/* the descriptor itself */
 		r = utimensat(fd, "", ts, AT_EMPTY_PATH);
-	else
+	else	/* the name itself, never followed */
 		r = utimensat(fd, base, ts, AT_SYMLINK_NOFOLLOW);
 	close_keep_errno(fd);
 	return r;
@@ -650,9 +1118,9 @@ fs_chown(const char *path, uid_t uid, gid_t gid, int follow)
 		    fchownat(AT_FDCWD, path, uid, gid, AT_SYMLINK_NOFOLLOW);
 	if ((fd = jail_target(path, follow, buf, &base)) == -1)
 		return -1;
-	if (base == NULL)
+	if (base == NULL)	/* the descriptor itself */
 		r = fchownat(fd, "", uid, gid, AT_EMPTY_PATH);
-	else
+	else	/* the name itself, never followed */
 		r = fchownat(fd, base, uid, gid, AT_SYMLINK_NOFOLLOW);
 	close_keep_errno(fd);
 	return r;

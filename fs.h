@@ -24,6 +24,15 @@
  * (ENOSYS: the kernel has no openat2(2), and nothing is confined).
  */
 int	fs_confine(const char *dir);
+/*
+ * Checks a root directory for -r as sshd checks ChrootDirectory: no one but
+ * root can replace any name on the way to it, symlinks followed.  Each
+ * directory that holds a name of the path is root's and writable by no one
+ * else, or sticky (as /tmp) with that name root's.  Returns 0; or -1 with
+ * errno EPERM and bad set to the first name that fails, or another errno
+ * when the path cannot be walked.
+ */
+int	fs_root_check(const char *dir, char *bad, size_t size);
 /* Whether fs_confine() is in force. */
 int	fs_confined(void);
 /*
@@ -32,6 +41,13 @@ int	fs_confined(void);
  * errno ENOENT when the client cannot see it.
  */
 int	fs_visible(const char *host, char *out, size_t size);
+/*
+ * Makes path absolute and canonical into resolved (PATH_MAX bytes) as
+ * OpenSSH's sftp_realpath() does: symlinks followed (33 at most, then
+ * ELOOP), the last component may be missing, any other must exist.
+ * Returns 0, or -1 with errno set.
+ */
+int	fs_realpath(const char *path, char *resolved);
 /* Changes the client's current directory. */
 int	fs_chdir(const char *);
 /* The client's current directory, as the client sees it. */

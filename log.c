@@ -85,8 +85,10 @@ log_init(const char *ident, int level, int facility, int on_stderr)
 
 /*
  * Escapes src into dst the way OpenSSH's log does: on stderr, VIS_SAFE |
- * VIS_OCTAL (tab, newline, CR, BS and BEL pass); in syslog, VIS_CSTYLE |
- * VIS_NL | VIS_TAB | VIS_OCTAL.  A backslash is doubled in both.
+ * VIS_OCTAL (tab, BS and BEL pass); in syslog, VIS_CSTYLE | VIS_NL |
+ * VIS_TAB | VIS_OCTAL.  A backslash is doubled in both.  Unlike OpenSSH,
+ * newline and CR are escaped on stderr too, as "\n" and "\r": a name sent
+ * by the client can never start a line of its own.
  */
 static void
 escape(char *dst, size_t size, const char *src, int cstyle)
@@ -103,13 +105,13 @@ escape(char *dst, size_t size, const char *src, int cstyle)
 		ch = (unsigned char)*src;
 		if (ch == '\\') {
 			memcpy(tmp, "\\\\", 3);
-		} else if (cstyle && (hit = strchr(cs_from, ch)) != NULL) {
+		} else if ((cstyle || ch == '\n' || ch == '\r') &&
+		    (hit = strchr(cs_from, ch)) != NULL) {
 			tmp[0] = '\\';
 			tmp[1] = cs_to[hit - cs_from];
 			tmp[2] = '\0';
 		} else if ((ch >= 0x20 && ch < 0x7f) ||
-		    (!cstyle && (ch == '\t' || ch == '\n' || ch == '\r' ||
-		    ch == '\b' || ch == '\a'))) {
+		    (!cstyle && (ch == '\t' || ch == '\b' || ch == '\a'))) {
 			tmp[0] = (char)ch;
 			tmp[1] = '\0';
 		} else {

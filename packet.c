@@ -640,26 +640,6 @@ pkt_data_begin(struct oqueue *q, struct reply *r, uint32_t id, size_t max)
 	return q->buf + q->len + 8;
 }
 
-int
-pkt_data_header(struct oqueue *q, uint32_t id, size_t n)
-{
-	struct reply r;
-	int e;
-
-	if (n > SFTP_MAX_READ)
-		return PKT_ENOSPACE;
-	if ((e = pkt_begin(q, &r, SSH_FXP_DATA)) != 0)
-		return e;
-	if ((e = pkt_put_u32(q, id)) != 0 || (e = pkt_put_u32(q, n)) != 0) {
-		pkt_cancel(q, &r);
-		return e;
-	}
-	poke_u32(q->buf + r.start, (uint32_t)(q->len - r.start - 4 + n));
-	q->reply_start = q->len;
-	q->nreplies++;
-	return 0;
-}
-
 void
 pkt_data_end(struct oqueue *q, struct reply *r, size_t n)
 {

@@ -234,12 +234,6 @@ uint8_t	*pkt_data_begin(struct oqueue *, struct reply *, uint32_t id,
 	    size_t max);
 void	pkt_data_end(struct oqueue *, struct reply *, size_t n);
 
-/*
- * DATA whose n payload bytes do not go through the queue: the header is
- * queued, and the caller writes the payload to the output right after the
- * queue.
- */
-int	pkt_data_header(struct oqueue *, uint32_t id, size_t n);
 /* The fixed message of a status code, as OpenSSH sends it. */
 const char *pkt_status_message(uint32_t code);
 

@@ -1,8 +1,6 @@
 /*
- * Path handling.  path_resolve() works on the file system as the client
- * sees it (fs.h), and follows the algorithm of the BSD realpath
- * that OpenSSH bundles as sftp_realpath(), so REALPATH answers as OpenSSH's
- * server does, including for a missing last component.
+ * The ~ and % expansions of -d, -r and expand-path@openssh.com: strings
+ * only, no file system (realpath is fs_realpath(), in fs.c).
  */
 #include <sys/types.h>
 #include <sys/stat.h>
@@ -14,130 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fs.h"
 #include "path.h"
-
-#define SFTP_SYMLOOP_MAX	32	/* as OpenSSH's sftp_realpath() */
-
-/* Drops the last component of resolved, keeping its slash. */
-static size_t
-strip_last(char *resolved, size_t rlen)
-{
-	char *q;
-
-	if (rlen <= 1)
-		return rlen;
-	if (resolved[rlen - 1] == '/')
-		resolved[rlen - 1] = '\0';
-	q = strrchr(resolved, '/') + 1;
-	*q = '\0';
-	return (size_t)(q - resolved);
-}
-
-int
-path_resolve(const char *path, char *resolved)
-{
-	char left[PATH_MAX], next[PATH_MAX], link[PATH_MAX];
-	size_t rlen, llen, n;
-	struct stat st;
-	const char *slash;
-	int hops = 0, more;
-	ssize_t len;
-
-	if (path[0] == '/') {
-		memcpy(resolved, "/", 2);
-		path++;
-	} else if (fs_getcwd(resolved, PATH_MAX) == NULL) {
-		return -1;
-	}
-	rlen = strlen(resolved);
-	if ((llen = strlen(path)) >= sizeof left)
-		goto toolong;
-	memcpy(left, path, llen + 1);
-
-	while (llen > 0) {
-		/* Take the next component off the front of left. */
-		slash = strchr(left, '/');
-		n = slash != NULL ? (size_t)(slash - left) : llen;
-		memcpy(next, left, n);
-		next[n] = '\0';
-		more = slash != NULL;
-		if (more) {
-			memmove(left, slash + 1, llen - n);
-			llen -= n + 1;
-		} else {
-			left[0] = '\0';
-			llen = 0;
-		}
-		if (resolved[rlen - 1] != '/') {
-			if (rlen + 1 >= PATH_MAX)
-				goto toolong;
-			resolved[rlen++] = '/';
-			resolved[rlen] = '\0';
-		}
-		if (next[0] == '\0' || strcmp(next, ".") == 0)
-			continue;
-		if (strcmp(next, "..") == 0) {
-			rlen = strip_last(resolved, rlen);
-			continue;
-		}
-		if (rlen + n >= PATH_MAX)
-			goto toolong;
-		memcpy(resolved + rlen, next, n + 1);
-		rlen += n;
-		if (fs_stat(resolved, &st, 0) == -1) {
-			/* The last component may be missing. */
-			if (errno == ENOENT && !more)
-				return 0;
-			return -1;
-		}
-		if (S_ISLNK(st.st_mode)) {
-			if (hops++ > SFTP_SYMLOOP_MAX) {
-				errno = ELOOP;
-				return -1;
-			}
-			if ((len = fs_readlink(resolved, link, sizeof link - 1)) == -1)
-				return -1;
-			if (len == 0) {
-				errno = ENOENT;
-				return -1;
-			}
-			link[len] = '\0';
-			if (link[0] == '/') {
-				memcpy(resolved, "/", 2);
-				rlen = 1;
-			} else {
-				rlen = strip_last(resolved, rlen);
-			}
-			/* The rest of the path goes behind the link's text. */
-			if (more) {
-				if (link[len - 1] != '/') {
-					if ((size_t)len + 1 >= sizeof link)
-						goto toolong;
-					link[len++] = '/';
-					link[len] = '\0';
-				}
-				if ((size_t)len + llen >= sizeof link)
-					goto toolong;
-				memcpy(link + len, left, llen + 1);
-				len += (ssize_t)llen;
-			}
-			memcpy(left, link, (size_t)len + 1);
-			llen = (size_t)len;
-		}
-		/*
-		 * As OpenSSH's sftp_realpath(), a regular file followed by a
-		 * slash, "." or ".." is accepted; "file/x" fails in lstat().
-		 */
-	}
-	/* No trailing slash, but for "/" itself. */
-	if (rlen > 1 && resolved[rlen - 1] == '/')
-		resolved[rlen - 1] = '\0';
-	return 0;
-toolong:
-	errno = ENAMETOOLONG;
-	return -1;
-}
 
 int
 path_tilde(const char *in, const char *home, char *out, size_t size)

@@ -1,18 +1,12 @@
 /*
- * Path handling: OpenSSH's realpath semantics, and the ~ and % expansions
- * of -d and expand-path@openssh.com.
+ * The ~ and % expansions of -d, -r and expand-path@openssh.com.  Strings
+ * only: nothing here touches the file system but getpwnam(3).
  */
 #ifndef PATH_H
 #define PATH_H
 
 #include <stddef.h>
 
-/*
- * Makes path absolute and canonical into resolved (PATH_MAX bytes),
- * following symlinks (at most 32 hops) as OpenSSH's sftp_realpath() does:
- * the last component may be missing, any other must exist.  Returns 0, or -1 with errno set.
- */
-int	path_resolve(const char *path, char *resolved);
 /*
  * Expands a leading "~", "~/", "~user" or "~user/" against home (the
  * session user's) or the passwd home of user.  Returns 0, or -1 with errno

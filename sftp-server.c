@@ -7,7 +7,6 @@
  * request table below drives dispatch, -R, -P, -p and -Q alike.
  */
 #include <sys/types.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -43,22 +42,18 @@
 #define SFTP_VERSION	3
 /* READDIR answers at most this many names, as OpenSSH. */
 #define READDIR_BATCH	100
-/* A READ at least this long goes by splice(2) when stdout can take it. */
-#define ZEROCOPY_MIN	(16 * 1024)
-/*
- * The pipe READs are spliced through: a READ of SFTP_MAX_READ bytes at an
- * unaligned offset spans 65 pages, one pipe buffer each.
- */
-#define ZC_PIPE_SIZE	(512 * 1024)
 /* The pipe buffer asked for on stdin and stdout. */
 #define PIPE_SIZE	(1024 * 1024)
+/*
+ * users-groups-by-id looks up at most this many names in the system's
+ * databases; other ids not in the cache are answered as unknown ("").
+ */
+#define ID_LOOKUPS_MAX	256
 /* copy-data moves this much per system call when it copies by hand. */
 #define COPY_CHUNK	(64 * 1024)
 
 /* A request may change the file system: refused under -R. */
 #define REQ_WRITES	0x1
-/* A request may change the contents of a file (see drain_spliced()). */
-#define REQ_CONTENT	0x2
 
 struct request {
 	const char *name;	/* as -P, -p and -Q name it */
@@ -75,10 +70,6 @@ static struct handle_table handles;
 
 static int readonly;
 static int init_done;
-static int zerocopy;		/* READs go by splice(2) to stdout */
-static int zc_pipe[2] = { -1, -1 };	/* the pipe they go through */
-static unsigned long zc_ioctl;	/* asks stdout how much is still unread */
-static int spliced;		/* stdout may hold spliced pages */
 static char *deny_list;
 static char *allow_list;
 static const char *client_addr = "UNKNOWN";
@@ -110,7 +101,6 @@ int sftp_server_main(int, char **);
 #endif
 static void output_failed(void) __attribute__((noreturn));
 static void flush_replies(void);
-static void drain_spliced(void);
 
 /* The request table: the one list of requests. */
 static void process_open(uint32_t, struct cursor *);
@@ -148,11 +138,11 @@ static struct request requests[] = {
 	{ "open", NULL, NULL, SSH_FXP_OPEN, process_open, 0 },
 	{ "close", NULL, NULL, SSH_FXP_CLOSE, process_close, 0 },
 	{ "read", NULL, NULL, SSH_FXP_READ, process_read, 0 },
-	{ "write", NULL, NULL, SSH_FXP_WRITE, process_write, REQ_WRITES | REQ_CONTENT },
+	{ "write", NULL, NULL, SSH_FXP_WRITE, process_write, REQ_WRITES },
 	{ "lstat", NULL, NULL, SSH_FXP_LSTAT, process_lstat, 0 },
 	{ "fstat", NULL, NULL, SSH_FXP_FSTAT, process_fstat, 0 },
-	{ "setstat", NULL, NULL, SSH_FXP_SETSTAT, process_setstat, REQ_WRITES | REQ_CONTENT },
-	{ "fsetstat", NULL, NULL, SSH_FXP_FSETSTAT, process_fsetstat, REQ_WRITES | REQ_CONTENT },
+	{ "setstat", NULL, NULL, SSH_FXP_SETSTAT, process_setstat, REQ_WRITES },
+	{ "fsetstat", NULL, NULL, SSH_FXP_FSETSTAT, process_fsetstat, REQ_WRITES },
 	{ "opendir", NULL, NULL, SSH_FXP_OPENDIR, process_opendir, 0 },
 	{ "readdir", NULL, NULL, SSH_FXP_READDIR, process_readdir, 0 },
 	{ "remove", NULL, NULL, SSH_FXP_REMOVE, process_remove, REQ_WRITES },
@@ -171,7 +161,7 @@ static struct request requests[] = {
 	{ "lsetstat", "lsetstat@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_lsetstat, REQ_WRITES },
 	{ "limits", "limits@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_limits, 0 },
 	{ "expand-path", "expand-path@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_expand_path, 0 },
-	{ "copy-data", "copy-data", "1", SSH_FXP_EXTENDED, process_ext_copy_data, REQ_WRITES | REQ_CONTENT },
+	{ "copy-data", "copy-data", "1", SSH_FXP_EXTENDED, process_ext_copy_data, REQ_WRITES },
 	{ "home-directory", "home-directory", "1", SSH_FXP_EXTENDED, process_ext_home_directory, 0 },
 	{ "users-groups-by-id", "users-groups-by-id@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_users_groups, 0 },
 };
@@ -345,12 +335,6 @@ cleanup_exit(int status)
 	ibuf_free(&ib);
 	oq_free(&oq);
 	handle_table_free(&handles);
-	if (zc_pipe[0] != -1) {
-		(void)close(zc_pipe[0]);
-		(void)close(zc_pipe[1]);
-		zc_pipe[0] = zc_pipe[1] = -1;
-	}
-	zerocopy = spliced = 0;
 	fs_reset();
 	sftp_fuzz_status = status;
 	longjmp(sftp_fuzz_exit, 1);
@@ -369,17 +353,27 @@ output_failed(void)
 	cleanup_exit(2);
 }
 
-/* -P and -p: exact, comma-separated names, as OpenSSH's match_list(). */
+/* Entries OpenSSH's match_list() reads from a list, as its MAX_PROP. */
+#define LIST_MAX	40
+
+/*
+ * -P and -p: exact, comma-separated names.  OpenSSH's match_list() stops at
+ * the first empty entry and after LIST_MAX entries.  Where the two readings
+ * differ, this one refuses: an allow list (strict) ends where OpenSSH's
+ * does, a deny list names every entry it holds.
+ */
 static int
-in_list(const char *name, const char *list)
+in_list(const char *name, const char *list, int strict)
 {
 	size_t n = strlen(name);
 	const char *p = list, *comma;
 	size_t len;
 
-	while (*p != '\0') {
+	for (int i = 0; !strict || i < LIST_MAX; i++) {
 		comma = strchr(p, ',');
 		len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+		if (len == 0 && strict)
+			break;
 		if (len == n && strncmp(p, name, n) == 0)
 			return 1;
 		if (comma == NULL)
@@ -387,6 +381,24 @@ in_list(const char *name, const char *list)
 		p = comma + 1;
 	}
 	return 0;
+}
+
+/* Warns at start of a list that OpenSSH and this server could read apart. */
+static void
+check_list(const char *opt, const char *list)
+{
+	const char *p = list;
+	int n = 1;
+
+	for (; *p != '\0'; p++)
+		n += *p == ',';
+	if (list[0] == '\0' || list[0] == ',' || strstr(list, ",,") != NULL ||
+	    p[-1] == ',')
+		error("%s \"%s\": an empty entry; an allow list ends there, "
+		    "a deny list goes on", opt, list);
+	if (n > LIST_MAX)
+		error("%s \"%s\": more than %d entries; an allow list ends "
+		    "there, a deny list goes on", opt, list, LIST_MAX);
 }
 
 /* Whether a request may run; logs the refusal as OpenSSH does. */
@@ -397,11 +409,11 @@ request_permitted(const struct request *rq)
 		verbose("Refusing %s request in read-only mode", rq->name);
 		return 0;
 	}
-	if (deny_list != NULL && in_list(rq->name, deny_list)) {
+	if (deny_list != NULL && in_list(rq->name, deny_list, 0)) {
 		verbose("Refusing denylisted %s request", rq->name);
 		return 0;
 	}
-	if (allow_list != NULL && in_list(rq->name, allow_list)) {
+	if (allow_list != NULL && in_list(rq->name, allow_list, 1)) {
 		debug2("Permitting allowlisted %s request", rq->name);
 		return 1;
 	}
@@ -486,16 +498,14 @@ string_from_portable(uint32_t pflags, char *buf, size_t size)
 	}
 }
 
-/* open(2); a truncation first waits for spliced data (drain_spliced()). */
-static int
-open_drained(const char *path, int flags, mode_t mode)
-{
-	if (flags & O_TRUNC)
-		drain_spliced();
-	return fs_open(path, flags, mode);
-}
-
-/* uint32 id, string filename, uint32 pflags, ATTRS attrs */
+/*
+ * uint32 id, string filename, uint32 pflags, ATTRS attrs
+ *
+ * Opened with O_NONBLOCK, kept: a FIFO or a device never blocks the
+ * session, in open(2) or after (a FIFO without a reader fails with ENXIO;
+ * its READs fail, as OpenSSH's, since a FIFO has no offsets).  For regular
+ * files and directories Linux ignores the flag.
+ */
 static void
 process_open(uint32_t id, struct cursor *c)
 {
@@ -524,7 +534,8 @@ process_open(uint32_t id, struct cursor *c)
 	    (flags & (O_CREAT | O_TRUNC)) != 0)) {
 		verbose("Refusing open request in read-only mode");
 		status = SSH_FX_PERMISSION_DENIED;
-	} else if ((fd = open_drained(path1, flags, mode)) == -1) {
+	} else if ((fd = fs_open(path1, flags | O_NONBLOCK | O_NOCTTY,
+	    mode)) == -1) {
 		status = errno_to_status(errno);
 	} else if ((h = handle_new(&handles, HANDLE_FILE, path1)) == NULL) {
 		(void)close(fd);	/* out of handles: FAILURE */
@@ -608,186 +619,6 @@ read_full(int fd, uint8_t *buf, size_t len, off_t off)
 	return (ssize_t)got;
 }
 
-/*
- * Moves n bytes from the pipe zc_pipe to stdout by splice(2), once the
- * queue before them is written out.  Exits as flush_replies() does when
- * stdout fails.
- */
-static void
-splice_out(size_t n)
-{
-	struct pollfd pfd;
-	ssize_t r;
-
-	flush_replies();
-	while (n > 0) {
-		r = sys_splice(zc_pipe[0], NULL, STDOUT_FILENO, n);
-		if (r > 0) {
-			n -= (size_t)r;
-			continue;
-		}
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1 && errno == EAGAIN) {
-			pfd.fd = STDOUT_FILENO;
-			pfd.events = POLLOUT;
-			(void)poll(&pfd, 1, -1);
-			continue;
-		}
-		if (r == 0)
-			errno = EPIPE;
-		output_failed();
-	}
-}
-
-/*
- * The end of a READ whose first got bytes wait in our pipe but whose rest
- * did not fit in it: those bytes are read back into a DATA reply, and the
- * rest is read from the file behind them.
- */
-static void
-read_back(uint32_t id, struct handle *h, uint64_t off, uint32_t len,
-    size_t got)
-{
-	struct reply rep;
-	uint8_t *buf;
-	size_t have = 0;
-	ssize_t n;
-
-	if ((buf = pkt_data_begin(&oq, &rep, id, len)) == NULL)
-		queued(PKT_ENOSPACE);
-	while (have < got) {
-		n = read(zc_pipe[0], buf + have, got - have);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			error("process_read: our pipe failed: %s",
-			    strerror(errno));
-			cleanup_exit(1);
-		}
-		have += (size_t)n;
-	}
-	n = read_full(h->fd, buf + got, len - got, (off_t)(off + got));
-	if (n < 0)
-		n = 0;	/* a short read; the error comes with the next READ */
-	pkt_data_end(&oq, &rep, got + (size_t)n);
-	h->bytes_read += got + (uint64_t)n;
-}
-
-/*
- * A READ answered without copying the data through user space: the file's
- * pages are spliced into a pipe of our own, which tells exactly how many
- * bytes there are (or the error) before the DATA header is committed; then
- * the header is queued and written, and the pages are spliced on to stdout.
- * Returns 0 when the file cannot be spliced and the caller must read it.
- *
- * The pages stay referenced, not copied, until the reader takes them, so a
- * later change to the file must wait for that: see drain_spliced().
- */
-static int
-read_zerocopy(uint32_t id, struct handle *h, uint64_t off, uint32_t len)
-{
-	off_t pos = (off_t)off;
-	size_t got = 0;
-	ssize_t r;
-
-	if ((h->flags & O_ACCMODE) == O_WRONLY) {
-		send_status(id, errno_to_status(EBADF));
-		return 1;
-	}
-	while (got < len) {
-		r = sys_splice(h->fd, &pos, zc_pipe[1], len - got);
-		if (r > 0) {
-			got += (size_t)r;
-			continue;
-		}
-		if (r == 0)
-			break;
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN && got > 0) {
-			/* Our pipe filled up with small pieces: copy instead. */
-			read_back(id, h, off, len, got);
-			return 1;
-		}
-		if (got > 0)
-			break;	/* what was read goes out; the error comes next */
-		if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
-		    errno == EAGAIN)
-			return 0;
-		error("process_read: read \"%.100s\": %s", h->path,
-		    strerror(errno));
-		send_status(id, errno_to_status(errno));
-		return 1;
-	}
-	if (got == 0) {
-		send_status(id, SSH_FX_EOF);
-		return 1;
-	}
-	queued(pkt_data_header(&oq, id, got));
-	debug("request %u: sent data len %zu", id, got);
-	splice_out(got);
-	spliced = 1;
-	h->bytes_read += (uint64_t)got;
-	return 1;
-}
-
-/*
- * READs go by splice(2) when stdout is a pipe or a socket that can say how
- * much of what was written is still unread, and a pipe of our own can hold
- * a whole READ.
- */
-static void
-zerocopy_init(void)
-{
-	struct stat st;
-	int unread;
-
-	if (fstat(STDOUT_FILENO, &st) == -1)
-		return;
-	if (S_ISFIFO(st.st_mode))
-		zc_ioctl = FIONREAD;
-	else if (S_ISSOCK(st.st_mode))
-		zc_ioctl = TIOCOUTQ;
-	else
-		return;
-	if (ioctl(STDOUT_FILENO, zc_ioctl, &unread) == -1 ||
-	    pipe(zc_pipe) == -1)
-		return;
-	if (fcntl(zc_pipe[0], F_SETFD, FD_CLOEXEC) == -1 ||
-	    fcntl(zc_pipe[1], F_SETFD, FD_CLOEXEC) == -1 ||
-	    fcntl(zc_pipe[1], F_SETFL, O_NONBLOCK) == -1 ||
-	    sys_pipe_grow(zc_pipe[1], ZC_PIPE_SIZE) < ZC_PIPE_SIZE) {
-		(void)close(zc_pipe[0]);
-		(void)close(zc_pipe[1]);
-		zc_pipe[0] = zc_pipe[1] = -1;
-		return;
-	}
-	zerocopy = 1;
-}
-
-/*
- * Before a request that changes file contents: data spliced to stdout
- * still refers to the file's pages until the reader has taken it, so wait
- * for that, or the reader would see the change in a reply that came before
- * it.  A session that needs to wait mixes reads and writes; its reads are
- * copied from then on.
- */
-static void
-drain_spliced(void)
-{
-	int unread;
-
-	if (!spliced)
-		return;
-	flush_replies();
-	while (ioctl(STDOUT_FILENO, zc_ioctl, &unread) == 0 && unread > 0) {
-		zerocopy = 0;
-		(void)poll(NULL, 0, 1);
-	}
-	spliced = 0;
-}
-
 /* uint32 id, string handle, uint64 offset, uint32 len */
 static void
 process_read(uint32_t id, struct cursor *c)
@@ -820,8 +651,6 @@ process_read(uint32_t id, struct cursor *c)
 		send_status(id, errno_to_status(errno));
 		return;
 	}
-	if (zerocopy && len >= ZEROCOPY_MIN && read_zerocopy(id, h, off, len))
-		return;
 	if ((buf = pkt_data_begin(&oq, &rep, id, len)) == NULL)
 		queued(PKT_ENOSPACE);
 	n = len == 0 ? 0 : read_full(h->fd, buf, len, (off_t)off);
@@ -1219,7 +1048,7 @@ process_realpath(uint32_t id, struct cursor *c)
 		memcpy(path1, ".", 2);
 	debug3("request %u: realpath", id);
 	verbose("realpath \"%s\"", path1);
-	if (path_resolve(path1, resolved) == -1) {
+	if (fs_realpath(path1, resolved) == -1) {
 		send_status(id, errno_to_status(errno));
 		return;
 	}
@@ -1585,7 +1414,7 @@ process_ext_expand_path(uint32_t id, struct cursor *c)
 		memcpy(path2, path1, strlen(path1) + 1);
 	}
 	verbose("expand \"%s\"", path2);
-	if (path_resolve(path2, resolved) == -1) {
+	if (fs_realpath(path2, resolved) == -1) {
 		send_status(id, errno_to_status(errno));
 		return;
 	}
@@ -1834,8 +1663,12 @@ process_ext_users_groups(uint32_t id, struct cursor *c)
 	    "gids len = %u", ulen, glen);
 	queued(pkt_begin(&oq, &rep, SSH_FXP_EXTENDED_REPLY));
 	queued(pkt_put_u32(&oq, id));
-	if ((r = put_names(uids, ulen, 0, &nusers)) != 0 ||
-	    (r = put_names(gids, glen, 1, &ngroups)) != 0) {
+	attrs_lookup_budget(ID_LOOKUPS_MAX);
+	r = put_names(uids, ulen, 0, &nusers);
+	if (r == 0)
+		r = put_names(gids, glen, 1, &ngroups);
+	attrs_lookup_budget(ATTRS_LOOKUPS_UNLIMITED);
+	if (r != 0) {
 		/* More names than one message holds. */
 		pkt_cancel(&oq, &rep);
 		send_status(id, SSH_FX_FAILURE);
@@ -1907,8 +1740,6 @@ process(struct cursor *c)
 	if (!request_permitted(rq)) {
 		send_status(id, SSH_FX_PERMISSION_DENIED);
 	} else {
-		if (rq->flags & REQ_CONTENT)
-			drain_spliced();
 		rq->handler(id, c);
 	}
 	assert(oq.nreplies == before + 1);
@@ -2049,6 +1880,17 @@ expand_dir(const char *arg, char *out, size_t size)
 static void
 confine(const char *root)
 {
+	char bad[PATH_MAX];
+
+	if (fs_root_check(root, bad, sizeof bad) == -1) {
+		if (errno == EPERM)
+			error("bad ownership or modes for root directory "
+			    "component \"%s\": refusing to start", bad);
+		else
+			error("root directory \"%s\": %s", root,
+			    strerror(errno));
+		exit(1);
+	}
 	if (fs_confine(root) == 0)
 		return;
 	if (errno == ENOSYS)
@@ -2171,6 +2013,10 @@ SERVER_MAIN(int argc, char **argv)
 		exit(1);
 	}
 	log_init(progname, level, facility, on_stderr);
+	if (deny_list != NULL)
+		check_list("-P", deny_list);
+	if (allow_list != NULL)
+		check_list("-p", allow_list);
 	/* As OpenSSH on Linux: no core dumps, no ptrace by the same user. */
 	(void)prctl(PR_SET_DUMPABLE, 0);
 	(void)signal(SIGPIPE, SIG_IGN);
@@ -2201,7 +2047,6 @@ SERVER_MAIN(int argc, char **argv)
 	/* Larger pipes: fewer, larger reads and writes on both sides. */
 	(void)sys_pipe_grow(STDIN_FILENO, PIPE_SIZE);
 	(void)sys_pipe_grow(STDOUT_FILENO, PIPE_SIZE);
-	zerocopy_init();
 	if (root != NULL)
 		confine(rootdir);
 	if (dir != NULL && fs_chdir(startdir) == -1)

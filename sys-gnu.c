@@ -1,7 +1,6 @@
 /*
- * copy_file_range(2), renameat2(2), splice(2) and F_SETPIPE_SZ are GNU
- * extensions in glibc: this is
- * the one file built with _GNU_SOURCE.  Where they are missing, callers get
+ * copy_file_range(2), renameat2(2) and F_SETPIPE_SZ are GNU extensions in
+ * glibc, hence _GNU_SOURCE for this file.  Where they are missing, callers get
  * ENOSYS and take their portable path.
  */
 #define _GNU_SOURCE
@@ -65,29 +64,6 @@ sys_pipe_grow(int fd, int size)
 #else
 	(void)fd;
 	(void)size;
-	return -1;
-#endif
-}
-
-ssize_t
-sys_splice(int in, off_t *inoff, int out, size_t len)
-{
-#if defined(__linux__) && defined(SPLICE_F_MOVE)
-	loff_t off;
-	ssize_t n;
-
-	if (inoff == NULL)
-		return splice(in, NULL, out, NULL, len, SPLICE_F_MOVE);
-	off = *inoff;
-	n = splice(in, &off, out, NULL, len, SPLICE_F_MOVE);
-	*inoff = off;
-	return n;
-#else
-	(void)in;
-	(void)inoff;
-	(void)out;
-	(void)len;
-	errno = ENOSYS;
 	return -1;
 #endif
 }

@@ -31,12 +31,4 @@ int	sys_rename_noreplace(int olddir, const char *old, int newdir,
  */
 int	sys_pipe_grow(int fd, int size);
 
-/*
- * splice(2) of up to len bytes from in (at *inoff, advanced, when inoff is
- * not NULL) to out; one of them must be a pipe.  Pages move by reference.
- * Returns bytes moved, 0 at end of input, or -1 with errno (ENOSYS where
- * there is no splice).
- */
-ssize_t	sys_splice(int in, off_t *inoff, int out, size_t len);
-
 #endif /* SYS_GNU_H */

@@ -470,7 +470,7 @@ reply_name2(uint32_t id, const char *a, const char *b,
 	CHECK(c.left == 0);
 }
 
-/* DATA filled in place with data (len bytes), then a DATA header alone. */
+/* DATA filled in place with data (len bytes). */
 static void
 reply_data(uint32_t id, const uint8_t *data, size_t len)
 {
@@ -479,7 +479,6 @@ reply_data(uint32_t id, const uint8_t *data, size_t len)
 	size_t start;
 	uint8_t *p;
 	uint32_t v;
-	int e;
 
 	if (len > SFTP_MAX_READ)
 		len = SFTP_MAX_READ;
@@ -498,18 +497,6 @@ reply_data(uint32_t id, const uint8_t *data, size_t len)
 		CHECK(c.left == 0);
 	}
 
-	room_for_reply();
-	start = q.len;
-	if ((e = pkt_data_header(&q, id, len)) != 0) {
-		failed(e, start);
-		return;
-	}
-	/* The header announces len bytes that would follow by sendfile. */
-	CHECK(q.len - start == 13);
-	CHECK(ref_u32(q.buf + start) == 9 + len);
-	CHECK(q.buf[start + 4] == SSH_FXP_DATA);
-	CHECK(ref_u32(q.buf + start + 5) == id);
-	CHECK(ref_u32(q.buf + start + 9) == len);
 	flush();
 }
 

@@ -3,7 +3,7 @@
  * (realpath semantics, ~ and % expansion).
  *
  * Times are taken in UTC and "now" is fixed, so long names do not depend on
- * the machine's zone or clock.  path_resolve() runs in a fresh temporary
+ * the machine's zone or clock.  fs_realpath() runs in a fresh temporary
  * directory that each test creates and removes, through fs.c unconfined,
  * as the server runs without -r.
  */
@@ -522,7 +522,7 @@ test_attrs_user_name_root(void **state)
 	assert_string_equal(attrs_user_name(4000000000U), "4000000000");
 }
 
-/* path_resolve(), in a temporary directory. */
+/* fs_realpath(), in a temporary directory. */
 
 struct tmpdir {
 	char path[PATH_MAX];	/* canonical, no symlink in it */
@@ -624,7 +624,7 @@ make_link(const char *target, const char *name)
 	assert_int_equal(symlink(target, name), 0);
 }
 
-/* path_resolve(in) must succeed with dir + "/" + rel (or dir if rel is ""). */
+/* fs_realpath(in) must succeed with dir + "/" + rel (or dir if rel is ""). */
 static void
 assert_resolves(const struct tmpdir *t, const char *in, const char *rel)
 {
@@ -634,7 +634,7 @@ assert_resolves(const struct tmpdir *t, const char *in, const char *rel)
 	assert_non_null(got);
 	join(want, sizeof want, t->path, *rel == '\0' ? "" : "/");
 	join(want + strlen(want), sizeof want - strlen(want), rel, "");
-	if (path_resolve(in, got) != 0) {
+	if (fs_realpath(in, got) != 0) {
 		print_error("\"%s\": %s, want \"%s\"\n", in, strerror(errno),
 		    want);
 		fail();
@@ -655,7 +655,7 @@ assert_resolve_fails(const char *in, int want)
 	got = malloc(PATH_MAX);
 	assert_non_null(got);
 	errno = 0;
-	r = path_resolve(in, got);
+	r = fs_realpath(in, got);
 	e = errno;
 	if (r != -1 || e != want) {
 		print_error("\"%s\": %d (%s), want -1 (%s)\n", in, r,
@@ -676,7 +676,7 @@ test_path_resolve_root(void **state)
 	got = malloc(PATH_MAX);
 	assert_non_null(got);
 	for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
-		assert_int_equal(path_resolve(in[i], got), 0);
+		assert_int_equal(fs_realpath(in[i], got), 0);
 		assert_string_equal(got, "/");
 	}
 	free(got);
@@ -693,7 +693,7 @@ test_path_resolve_dotdot_with_trailing_slash(void **state)
 	assert_non_null(got);
 	/* "/tmp/../", where /tmp is a directory and not a link. */
 	if (lstat("/tmp", &st) == 0 && S_ISDIR(st.st_mode)) {
-		assert_int_equal(path_resolve("/tmp/../", got), 0);
+		assert_int_equal(fs_realpath("/tmp/../", got), 0);
 		assert_string_equal(got, "/");
 	}
 	assert_int_equal(mkdir("sub", 0755), 0);

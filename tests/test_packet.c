@@ -1822,89 +1822,6 @@ test_pkt_data_begin_huge_max_is_null(void **state)
 }
 
 static void
-test_pkt_data_header_bytes(void **state)
-{
-	struct oqueue *q = *state;
-	/* clang-format off */
-	static const uint8_t want[] = {
-		0, 0, 0, 14, SSH_FXP_DATA, 0, 0, 0, 11, 0, 0, 0, 5,
-	};
-	/* clang-format on */
-
-	/* The length word counts the 5 payload bytes sent after it. */
-	assert_int_equal(pkt_data_header(q, 11, 5), 0);
-	assert_queue(q, want, sizeof want);
-	assert_int_equal(q->nreplies, 1);
-	/* The next reply starts right behind the header. */
-	assert_int_equal(pkt_reply_status(q, 12, 0, NULL), 0);
-	assert_int_equal(q->len, sizeof want + 28);
-	assert_int_equal(q->buf[sizeof want + 3], 24);
-}
-
-static void
-test_pkt_data_header_past_max_read_is_nospace(void **state)
-{
-	struct oqueue *q = *state;
-	/* clang-format off */
-	static const uint8_t want[] = {
-		0, 0x03, 0xfc, 0x09, SSH_FXP_DATA, 0, 0, 0, 1,
-		0, 0x03, 0xfc, 0x00,
-	};
-	/* clang-format on */
-
-	assert_int_equal(pkt_data_header(q, 1, SFTP_MAX_READ + 1),
-	    PKT_ENOSPACE);
-	assert_int_equal(pkt_data_header(q, 1, SIZE_MAX), PKT_ENOSPACE);
-	assert_int_equal(q->len, 0);
-	assert_int_equal(q->nreplies, 0);
-	/* SFTP_MAX_READ itself is fine: 0x3fc09 = 9 + 0x3fc00. */
-	assert_int_equal(pkt_data_header(q, 1, SFTP_MAX_READ), 0);
-	assert_queue(q, want, sizeof want);
-}
-
-static void
-test_pkt_data_header_then_payload_frames_whole(void **state)
-{
-	struct oqueue *q = *state;
-	static const uint8_t payload[] = "payload bytes";
-	struct ibuf ib;
-	struct cursor c;
-	const uint8_t *d;
-	uint32_t len, v;
-	uint8_t type;
-	int fds[2];
-
-	/* Set up: a STATUS, then DATA whose payload bypasses the queue. */
-	assert_int_equal(pkt_reply_status(q, 1, SSH_FX_OK, NULL), 0);
-	assert_int_equal(pkt_data_header(q, 2, sizeof payload), 0);
-	assert_int_equal(pipe(fds), 0);
-	/* Act: the queue, then the payload, as the server sends them. */
-	assert_int_equal(oq_flush(q, fds[1]), 0);
-	assert_int_equal(write(fds[1], payload, sizeof payload),
-	    sizeof payload);
-	assert_int_equal(close(fds[1]), 0);
-	/* Check: read back, the stream frames into exactly two replies. */
-	assert_int_equal(ibuf_init(&ib, IBUF_SOFT), 0);
-	while (ibuf_read(&ib, fds[0]) > 0)
-		;
-	assert_int_equal(ibuf_next(&ib, &c, &len), 1);
-	assert_int_equal(pkt_get_u8(&c, &type), 0);
-	assert_int_equal(type, SSH_FXP_STATUS);
-	assert_int_equal(ibuf_next(&ib, &c, &len), 1);
-	assert_int_equal(pkt_get_u8(&c, &type), 0);
-	assert_int_equal(type, SSH_FXP_DATA);
-	assert_int_equal(pkt_get_u32(&c, &v), 0);
-	assert_int_equal(v, 2);
-	assert_int_equal(pkt_get_string(&c, &d, &len), 0);
-	assert_int_equal(len, sizeof payload);
-	assert_memory_equal(d, payload, sizeof payload);
-	assert_int_equal(c.left, 0);
-	assert_int_equal(ibuf_pending(&ib), 0);
-	assert_int_equal(close(fds[0]), 0);
-	ibuf_free(&ib);
-}
-
-static void
 test_pkt_begin_extended_reply_bytes(void **state)
 {
 	struct oqueue *q = *state;
@@ -2418,14 +2335,6 @@ main(void)
 		    teardown_queue),
 		cmocka_unit_test_setup_teardown(
 		    test_pkt_data_begin_huge_max_is_null, setup_queue,
-		    teardown_queue),
-		cmocka_unit_test_setup_teardown(test_pkt_data_header_bytes,
-		    setup_queue, teardown_queue),
-		cmocka_unit_test_setup_teardown(
-		    test_pkt_data_header_past_max_read_is_nospace, setup_queue,
-		    teardown_queue),
-		cmocka_unit_test_setup_teardown(
-		    test_pkt_data_header_then_payload_frames_whole, setup_queue,
 		    teardown_queue),
 		cmocka_unit_test_setup_teardown(
 		    test_pkt_begin_extended_reply_bytes, setup_queue,
