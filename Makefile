@@ -21,8 +21,9 @@ SANFLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 
 PYTHON ?= /usr/bin/python3
 
-SRCS = sftp-server.c packet.c handles.c attrib.c log.c path.c fs.c sys-gnu.c
-HDRS = packet.h handles.h attrib.h log.h path.h fs.h sys-gnu.h
+SRCS = sftp-server.c packet.c handles.c attrib.c log.c path.c fs.c pipes.c \
+	sys-gnu.c
+HDRS = packet.h handles.h attrib.h log.h path.h fs.h pipes.h sys-gnu.h
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/test_packet tests/test_handles tests/test_attrib
@@ -118,7 +119,7 @@ deps:
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 	    build-essential clang libcmocka-dev openssh-client openssh-server \
 	    openssh-sftp-server python3 python3-paramiko python3-asyncssh \
-	    mandoc lftp curl valgrind libclang-rt-14-dev debhelper devscripts \
+	    mandoc lftp curl valgrind strace libclang-rt-14-dev debhelper devscripts \
 	    lintian dpkg-dev fakeroot
 
 install: sftp-server

@@ -3,6 +3,7 @@
  * queue.  Only this file does pointer arithmetic on wire data.
  */
 #include <sys/types.h>
+#include <sys/mman.h>
 
 #include <errno.h>
 #include <poll.h>
@@ -176,13 +177,38 @@ wait_fd(int fd, short events)
 
 /* The input buffer. */
 
+/*
+ * The buffers are mappings of their own, so that an idle session can give
+ * their pages back (buf_release()) and keep the addresses.
+ */
+static uint8_t *
+buf_map(size_t size)
+{
+	void *p;
+
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	    -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Gives back the pages of buf from offset from on; they read as zeros. */
+static void
+buf_release(uint8_t *buf, size_t size, size_t from)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	from = (from + page - 1) / page * page;
+	if (from < size)
+		(void)madvise(buf + from, size - from, MADV_DONTNEED);
+}
+
 int
 ibuf_init(struct ibuf *ib, size_t soft)
 {
 	memset(ib, 0, sizeof *ib);
 	ib->soft = soft;
 	ib->size = soft + SFTP_MAX_MSG + 4;
-	if ((ib->buf = malloc(ib->size)) == NULL)
+	if ((ib->buf = buf_map(ib->size)) == NULL)
 		return -1;
 	return 0;
 }
@@ -190,8 +216,17 @@ ibuf_init(struct ibuf *ib, size_t soft)
 void
 ibuf_free(struct ibuf *ib)
 {
-	free(ib->buf);
+	if (ib->buf != NULL)
+		(void)munmap(ib->buf, ib->size);
 	memset(ib, 0, sizeof *ib);
+}
+
+void
+ibuf_release(struct ibuf *ib)
+{
+	if (ib->start == ib->end)
+		ib->start = ib->end = 0;
+	buf_release(ib->buf, ib->size, ib->end);
 }
 
 int
@@ -301,7 +336,7 @@ int
 oq_init(struct oqueue *q, size_t size)
 {
 	memset(q, 0, sizeof *q);
-	if ((q->buf = malloc(size)) == NULL)
+	if ((q->buf = buf_map(size)) == NULL)
 		return -1;
 	q->size = size;
 	return 0;
@@ -310,8 +345,15 @@ oq_init(struct oqueue *q, size_t size)
 void
 oq_free(struct oqueue *q)
 {
-	free(q->buf);
+	if (q->buf != NULL)
+		(void)munmap(q->buf, q->size);
 	memset(q, 0, sizeof *q);
+}
+
+void
+oq_release(struct oqueue *q)
+{
+	buf_release(q->buf, q->size, q->len);
 }
 
 size_t

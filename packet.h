@@ -142,6 +142,11 @@ struct ibuf {
 int	ibuf_init(struct ibuf *, size_t soft);
 void	ibuf_free(struct ibuf *);
 /*
+ * Gives the pages behind the bytes still buffered back to the system (an
+ * idle session); they are mapped again, zeroed, when next used.
+ */
+void	ibuf_release(struct ibuf *);
+/*
  * The next complete packet: returns 1 and a cursor over its body (type byte
  * first), 0 when more input is needed, PKT_EFRAME for a length of 0 or above
  * SFTP_MAX_MSG (*lenp then holds the length read).  The body stays valid
@@ -182,6 +187,8 @@ struct reply {
 
 int	oq_init(struct oqueue *, size_t size);
 void	oq_free(struct oqueue *);
+/* As ibuf_release(), for the pages behind what is queued. */
+void	oq_release(struct oqueue *);
 /* Bytes queued and not yet written. */
 size_t	oq_pending(const struct oqueue *);
 /*

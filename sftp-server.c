@@ -37,13 +37,17 @@
 #include "log.h"
 #include "packet.h"
 #include "path.h"
+#include "pipes.h"
 #include "sys-gnu.h"
 
 #define SFTP_VERSION	3
 /* READDIR answers at most this many names, as OpenSSH. */
 #define READDIR_BATCH	100
-/* The pipe buffer asked for on stdin and stdout. */
-#define PIPE_SIZE	(1024 * 1024)
+/*
+ * A session with nothing to do for this long gives back what a transfer
+ * grew: pipe pages, buffer pages.
+ */
+#define IDLE_MS		2000
 /*
  * users-groups-by-id looks up at most this many names in the system's
  * databases; other ids not in the cache are answered as unknown ("").
@@ -1750,8 +1754,53 @@ process(struct cursor *c)
 static void
 flush_replies(void)
 {
+	pipes_write(oq_pending(&oq));
 	if (oq_flush(&oq, STDOUT_FILENO) == -1)
 		output_failed();
+}
+
+/*
+ * Waits until stdin has input, for at most timeout ms (-1: no limit).
+ * Returns 1 when it has, 0 on timeout.  When stdout's reader is gone no
+ * reply can ever be sent, so the session ends there, whatever it waits
+ * for.
+ */
+static int
+wait_input(int timeout)
+{
+	struct pollfd pfd[2];
+	int n;
+
+	pfd[0].fd = STDIN_FILENO;
+	pfd[0].events = POLLIN;
+	pfd[1].fd = STDOUT_FILENO;
+	pfd[1].events = 0;	/* POLLERR and POLLHUP come unasked */
+	if ((n = poll(pfd, 2, timeout)) == -1) {
+		if (errno == EINTR)
+			return 1;
+		error("poll: %s", strerror(errno));
+		cleanup_exit(1);
+	}
+	if (pfd[0].revents != 0)
+		return 1;	/* input, or its end: read it */
+	if (pfd[1].revents & (POLLERR | POLLHUP)) {
+		debug("output closed");
+		cleanup_exit(0);
+	}
+	return n > 0;
+}
+
+/*
+ * Nothing to do: the buffers' pages and the pipes' go back, so that an idle
+ * session holds little.  Returns the next wait: IDLE_MS again while a pipe
+ * still held data, else no limit.
+ */
+static int
+go_idle(void)
+{
+	ibuf_release(&ib);
+	oq_release(&oq);
+	return pipes_idle() == 0 ? -1 : IDLE_MS;
 }
 
 static void
@@ -1760,7 +1809,7 @@ serve(void)
 	struct cursor c;
 	uint32_t len;
 	ssize_t n;
-	int r;
+	int r, timeout = IDLE_MS;
 
 	for (;;) {
 		/* Answer every complete request while the queue has room. */
@@ -1777,6 +1826,11 @@ serve(void)
 			flush_replies();
 		if (oq_pending(&oq) == 0 && ibuf_ready(&ib))
 			continue;
+		if (!wait_input(timeout)) {
+			timeout = go_idle();
+			continue;
+		}
+		timeout = IDLE_MS;
 		if ((n = ibuf_read(&ib, STDIN_FILENO)) == 0) {
 			debug("read eof");
 			cleanup_exit(0);
@@ -1785,6 +1839,7 @@ serve(void)
 			error("read: %s", strerror(errno));
 			cleanup_exit(1);
 		}
+		pipes_read((size_t)n);
 	}
 }
 
@@ -2044,9 +2099,7 @@ SERVER_MAIN(int argc, char **argv)
 		error("out of memory");
 		exit(1);
 	}
-	/* Larger pipes: fewer, larger reads and writes on both sides. */
-	(void)sys_pipe_grow(STDIN_FILENO, PIPE_SIZE);
-	(void)sys_pipe_grow(STDOUT_FILENO, PIPE_SIZE);
+	pipes_init();
 	if (root != NULL)
 		confine(rootdir);
 	if (dir != NULL && fs_chdir(startdir) == -1)

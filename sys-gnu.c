@@ -51,19 +51,16 @@ sys_rename_noreplace(int olddir, const char *old, int newdir, const char *new)
 }
 
 int
-sys_pipe_grow(int fd, int size)
+sys_pipe_size(int fd, int size)
 {
 #if defined(__linux__) && defined(F_SETPIPE_SZ)
-	int cur;
-
-	if ((cur = fcntl(fd, F_GETPIPE_SZ)) == -1)
-		return -1;
-	if (cur < size)
+	if (size > 0)
 		(void)fcntl(fd, F_SETPIPE_SZ, size);
 	return fcntl(fd, F_GETPIPE_SZ);
 #else
 	(void)fd;
 	(void)size;
+	errno = EINVAL;
 	return -1;
 #endif
 }

@@ -25,10 +25,11 @@ int	sys_rename_noreplace(int olddir, const char *old, int newdir,
 	    const char *new);
 
 /*
- * Asks for a pipe buffer of size bytes on fd, when fd is a pipe; a refusal
- * (over the system's limit) leaves it as it was.  Returns the size the pipe
- * has then, or -1 when fd is not a pipe.
+ * Asks for a pipe buffer of size bytes on fd, larger or smaller, when size
+ * is above 0 and fd is a pipe; a refusal (the user's pipe quota, data that
+ * would not fit) leaves it as it was.  Returns the size the pipe has then,
+ * or -1 when fd is not a pipe.
  */
-int	sys_pipe_grow(int fd, int size);
+int	sys_pipe_size(int fd, int size);
 
 #endif /* SYS_GNU_H */

@@ -1,0 +1,75 @@
+/*
+ * Pipe sizes follow the traffic: one page while idle, what sshd gave or
+ * PIPE_BIG while a transfer runs.  A pipe grows a step when one read or
+ * write fills half of it.
+ */
+#include <sys/types.h>
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "pipes.h"
+#include "sys-gnu.h"
+
+/* A transfer's pipes: fewer, larger reads and writes on both sides. */
+#define PIPE_BIG	(1024 * 1024)
+/* An idle session's: the kernel's smallest, one page. */
+#define PIPE_IDLE	4096
+
+static struct pipe {
+	int fd;
+	int size;	/* current size; -1 when fd is not a pipe */
+	int base;	/* the size sshd gave it */
+	int refused;	/* a grow failed: not tried again before idle */
+} pipes[2] = { { STDIN_FILENO, -1, -1, 0 }, { STDOUT_FILENO, -1, -1, 0 } };
+
+void
+pipes_init(void)
+{
+	for (int i = 0; i < 2; i++) {
+		pipes[i].size = sys_pipe_size(pipes[i].fd, 0);
+		pipes[i].base = pipes[i].size;
+	}
+}
+
+/* n bytes went through p at once: the next size up when they filled half. */
+static void
+busy(struct pipe *p, size_t n)
+{
+	int want, was = p->size;
+
+	if (p->size <= 0 || p->size >= PIPE_BIG || p->refused ||
+	    n < (size_t)p->size / 2)
+		return;
+	want = p->size < p->base ? p->base : PIPE_BIG;
+	p->size = sys_pipe_size(p->fd, want);
+	p->refused = p->size <= was;	/* the user's quota is spent */
+}
+
+void
+pipes_read(size_t n)
+{
+	busy(&pipes[0], n);
+}
+
+void
+pipes_write(size_t n)
+{
+	busy(&pipes[1], n);
+}
+
+int
+pipes_idle(void)
+{
+	int r = 0;
+
+	for (int i = 0; i < 2; i++) {
+		pipes[i].refused = 0;
+		if (pipes[i].size <= PIPE_IDLE)
+			continue;
+		pipes[i].size = sys_pipe_size(pipes[i].fd, PIPE_IDLE);
+		if (pipes[i].size > PIPE_IDLE)
+			r = -1;	/* EBUSY: it holds more than a page */
+	}
+	return r;
+}
