@@ -7,7 +7,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 export SFTP_SERVER=${1:-${SFTP_SERVER:-$PWD/sftp-server}}
 PYTHON=${PYTHON:-/usr/bin/python3}
-SUITES=${SUITES:-"raw hostile confine sftp confine-sftp parity sshd"}
+SUITES=${SUITES:-"raw hostile confine race guarantees sftp confine-sftp parity sshd"}
 
 total_pass=0 total_fail=0 total_skip=0 broken=""
 for s in $SUITES; do
@@ -15,6 +15,8 @@ for s in $SUITES; do
     raw)          cmd=("$PYTHON" tests/test_raw.py) ;;
     hostile)      cmd=("$PYTHON" tests/test_hostile.py) ;;
     confine)      cmd=("$PYTHON" tests/test_confine.py) ;;
+    race)         cmd=("$PYTHON" tests/test_race.py) ;;
+    guarantees)   cmd=("$PYTHON" tests/test_guarantees.py) ;;
     sftp)         cmd=(tests/run-sftp.sh) ;;
     confine-sftp) cmd=(tests/run-confine.sh) ;;
     parity)       cmd=(tests/run-parity.sh) ;;
