@@ -24,8 +24,9 @@
  *     AT_SYMLINK_FOLLOW, renameat and renameat2.
  * A check (fstatat) followed by an act is then at worst an answer about an
  * entry that has changed since, never an act outside the root.
- * O_PATH, AT_EMPTY_PATH and renameat2() are GNU names in glibc, hence
- * _GNU_SOURCE for this file.
+ *
+ * O_PATH and AT_EMPTY_PATH are GNU names in glibc, hence _GNU_SOURCE for
+ * this file; sys-gnu.c is the only other file that sets it.
  */
 #define _GNU_SOURCE
 

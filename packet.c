@@ -460,6 +460,17 @@ pkt_put_string(struct oqueue *q, const void *s, size_t len)
 }
 
 int
+pkt_put_raw(struct oqueue *q, const void *s, size_t len)
+{
+	if (reserve(q, len) != 0)
+		return PKT_ENOSPACE;
+	if (len > 0)
+		memcpy(q->buf + q->len, s, len);
+	q->len += len;
+	return 0;
+}
+
+int
 pkt_put_cstring(struct oqueue *q, const char *s)
 {
 	return pkt_put_string(q, s, strlen(s));

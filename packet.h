@@ -17,6 +17,8 @@
 #define SFTP_MAX_MSG		(256 * 1024)
 /* Longest READ answered; a longer one is clamped.  As limits@openssh.com reports. */
 #define SFTP_MAX_READ		(SFTP_MAX_MSG - 1024)
+/* Longest WRITE a client should send, as limits@openssh.com reports. */
+#define SFTP_MAX_WRITE		(SFTP_MAX_MSG - 1024)
 /* Input read ahead of the packet being parsed (see ibuf_room()). */
 #define IBUF_SOFT		(512 * 1024)
 /* Replies queued before the queue is written out and stdin is left alone. */
@@ -207,6 +209,8 @@ int	pkt_put_u32(struct oqueue *, uint32_t);
 int	pkt_put_u64(struct oqueue *, uint64_t);
 int	pkt_put_string(struct oqueue *, const void *, size_t);
 int	pkt_put_cstring(struct oqueue *, const char *);
+/* Bytes as they are, without a length word. */
+int	pkt_put_raw(struct oqueue *, const void *, size_t);
 int	pkt_put_attrs(struct oqueue *, const struct sftp_attrs *);
 /* Offset of the next byte put, and a later patch of a placeholder there. */
 size_t	pkt_mark(const struct oqueue *);

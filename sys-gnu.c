@@ -1,6 +1,7 @@
 /*
  * copy_file_range(2), renameat2(2) and F_SETPIPE_SZ are GNU extensions in
- * glibc, hence _GNU_SOURCE for this file.  Where they are missing, callers get
+ * glibc, hence _GNU_SOURCE for this file; fs.c is the only other file that
+ * sets it (for O_PATH).  Where they are missing, callers get
  * ENOSYS and take their portable path.
  */
 #define _GNU_SOURCE

@@ -1,8 +1,8 @@
 /*
  * libFuzzer harness for a whole session.  The input is the byte stream of
  * a client, fed on stdin to the real server loop and handlers (the server
- * built with -DSFTP_FUZZ, where main() is sftp_server_main() and the end of
- * a session longjmps back here).
+ * linked without sftp-server-main.c and built with -DSFTP_FUZZ, where the
+ * end of a session longjmps back here).
  *
  * The server opens, writes, renames and removes whatever paths the input
  * names, and in CI it runs as root.  Sessions therefore run in a thread of
@@ -90,6 +90,7 @@
 #include <sanitizer/ubsan_interface.h>
 
 #include "../packet.h"
+#include "../sftp-server.h"
 
 /* Descriptors the server may use: 59 handles. */
 #define FD_LIMIT	64
@@ -121,7 +122,6 @@
 /* From sftp-server.c built with -DSFTP_FUZZ. */
 extern jmp_buf sftp_fuzz_exit;
 extern int sftp_fuzz_status;
-int	sftp_server_main(int, char **);
 
 int	LLVMFuzzerInitialize(int *, char ***);
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);

@@ -126,6 +126,22 @@ OPENSSH_EXTENSIONS = [
     (b"users-groups-by-id@openssh.com", b"1"),
 ]
 
+# The extensions of this server's own, advertised after OpenSSH's.
+CHECK_FILE_ALGORITHMS = b"md5,sha1,sha224,sha256,sha384,sha512,crc32"
+OWN_EXTENSIONS = [
+    (b"check-file-handle", CHECK_FILE_ALGORITHMS),
+    (b"check-file-name", CHECK_FILE_ALGORITHMS),
+    (b"check-file", CHECK_FILE_ALGORITHMS),
+]
+SERVER_EXTENSIONS = OPENSSH_EXTENSIONS + OWN_EXTENSIONS
+
+
+def without_own_extensions(extensions):
+    """A VERSION's extensions less this server's own, to compare with
+    OpenSSH's server."""
+    own = {name for name, _ in OWN_EXTENSIONS}
+    return [e for e in extensions if e[0] not in own]
+
 DEFAULT_TIMEOUT = float(os.environ.get("SFTP_TIMEOUT", "10"))
 
 # OpenSSH's server, to compare behaviour with.

@@ -199,6 +199,32 @@ def main():
     want = [data[o:o + n] for o, n in chunks]
     check_eq("readv of 40 random ranges", True, got == want)
 
+    # SFTPFile.check(): the server's digests against hashlib's on the same
+    # bytes, whole file, a range, and per block (check-file)
+    import hashlib
+    import zlib
+
+    def digest(alg, b):
+        if alg == "crc32":
+            return zlib.crc32(b).to_bytes(4, "big")
+        return hashlib.new(alg, b).digest()
+
+    with sftp.open("obj", "rb") as f:
+        for alg in ("md5", "sha1", "sha224", "sha256", "sha384", "sha512",
+                    "crc32"):
+            try:
+                check_bytes("check(%s): whole file" % alg, digest(alg, data),
+                            f.check(alg))
+                check_bytes("check(%s): bytes 1000 to 1001000" % alg,
+                            digest(alg, data[1000:1001000]),
+                            f.check(alg, 1000, 1000000))
+                blocks = b"".join(digest(alg, data[o:o + 262144]) for o in
+                                  range(17, len(data), 262144))
+                check_bytes("check(%s): 256 KiB blocks from 17" % alg,
+                            blocks, f.check(alg, 17, 0, 262144))
+            except Exception as e:  # pylint: disable=broad-except
+                fail("check(%s)" % alg, repr(e))
+
     # random access reads and writes against a model
     model = bytearray(rnd.randbytes(1048576))
     with open(base + "/rand", "wb") as f:

@@ -1656,6 +1656,9 @@ POLICY_ITEMS = [
     ("copy-data", lambda h: req_copy_data(h["f"], 0, 0, h["g"], 0)),
     ("home-directory", lambda h: req_home_directory("")),
     ("users-groups-by-id", lambda h: req_users_groups_by_id([0], [0])),
+    ("check-file", lambda h: req_extended(
+        "check-file-handle", string(h["f"]) + string("md5") + u64(0) +
+        u64(0) + u32(0))),
     ("close", lambda h: req_close(h["c"])),
 ]
 POLICY_NAMES = [n for n, _ in POLICY_ITEMS]
@@ -1745,6 +1748,8 @@ def check_policy(ctx, tag, args, refused, files, dirs, trees=None):
         problems.append("%s: file system differs: %r" % (tag, diff[:4]))
     want_ext = [e for e, _ in OPENSSH_EXTENSIONS
                 if not any(EXTENSION_OF.get(r) == e for r in refused)]
+    if "check-file" not in refused:
+        want_ext += [e for e, _ in OWN_EXTENSIONS]
     if ext != want_ext:
         problems.append("%s: VERSION advertises %r, expected %r" %
                         (tag, ext, want_ext))

@@ -27,6 +27,7 @@ import pwd
 import random
 import shutil
 import stat
+import struct
 import sys
 import tempfile
 import time
@@ -209,7 +210,7 @@ def make_version_test(client_version):
         srv = ctx.server(init=False)
         v = srv.init(client_version)
         expect_eq("VERSION for INIT %d" % client_version, v.version, 3)
-        expect_eq("extensions", v.extensions, OPENSSH_EXTENSIONS)
+        expect_eq("extensions", v.extensions, SERVER_EXTENSIONS)
         expect_alive(srv)
     return run
 
@@ -223,7 +224,7 @@ def test_second_init_answered(ctx):
     srv = ctx.server()
     v = srv.init(3)
     expect_eq("second VERSION", (v.version, v.extensions),
-              (3, OPENSSH_EXTENSIONS))
+              (3, SERVER_EXTENSIONS))
     expect_alive(srv)
 
 
@@ -1438,7 +1439,8 @@ def make_restricted_test(args):
             restricted_setup(d)
             srv = start(args=args, cwd=d, init=False)
             v = srv.init()
-            replies = [("VERSION", v.extensions)]
+            # Documented exception: check-file is this server's own.
+            replies = [("VERSION", without_own_extensions(v.extensions))]
             replies += [(label, reply_shape(r))
                         for label, r in restricted_script(srv)]
             results[who] = (replies, tree_snapshot(d))
@@ -2008,6 +2010,118 @@ def test_ext_users_groups_by_id(ctx):
     reply = expect_type(srv.call(req_users_groups_by_id([], [])),
                         ExtendedReply, "users-groups-by-id of nothing")
     expect_eq("empty lists", parse_users_groups(reply.data), ([], []))
+
+
+# ---------------------------------------------------------------------------
+# check-file: digests on the server (draft-ietf-secsh-filexfer-extensions-00)
+
+
+def req_check_file(name, target, algs, off=0, length=0, block=0):
+    return req_extended(name, string(target) + string(algs) + u64(off) +
+                        u64(length) + u32(block))
+
+
+def check_file_reply(reply, what):
+    """(algorithm, digests) of a check-file EXTENDED_REPLY."""
+    reply = expect_type(reply, ExtendedReply, what)
+    r = Reader(reply.data)
+    expect_eq(what + ": reply name", r.string(), b"check-file")
+    return r.string(), r.rest()
+
+
+def crc32_digest(data):
+    import zlib
+    return struct.pack(">I", zlib.crc32(data))
+
+
+def digest_of(alg, data):
+    import hashlib
+    return crc32_digest(data) if alg == "crc32" else \
+        hashlib.new(alg, data).digest()
+
+
+@test
+def test_check_file_every_algorithm_range_and_blocks(ctx):
+    data = random.Random(21).randbytes(3 * 65536 + 1234)
+    ctx.write("f", data)
+    srv = ctx.server()
+    v = srv.call(req_extended("limits@openssh.com"))  # the session works
+    expect_type(v, ExtendedReply, "limits")
+    h = srv.open("f", SSH_FXF_READ)
+    for alg in ("md5", "sha1", "sha224", "sha256", "sha384", "sha512",
+                "crc32"):
+        for name, target in (("check-file-handle", h), ("check-file", h),
+                             ("check-file-name", "f")):
+            got = check_file_reply(srv.call(req_check_file(
+                name, target, alg)), "%s %s" % (name, alg))
+            expect_eq("%s %s: whole file" % (name, alg), got,
+                      (alg.encode(), digest_of(alg, data)))
+        got = check_file_reply(srv.call(req_check_file(
+            "check-file-handle", h, alg, 1000, 70000)), alg + " range")
+        expect_eq(alg + ": range", got[1], digest_of(alg, data[1000:71000]))
+        got = check_file_reply(srv.call(req_check_file(
+            "check-file-handle", h, alg, 5, 0, 65536)), alg + " blocks")
+        want = b"".join(digest_of(alg, data[o:o + 65536])
+                        for o in range(5, len(data), 65536))
+        expect_eq(alg + ": 65536-byte blocks to the end", got[1], want)
+    # The first algorithm of the list that the server knows.
+    got = check_file_reply(srv.call(req_check_file(
+        "check-file-handle", h, "whirlpool,sha384,md5")), "first known")
+    expect_eq("first known algorithm", got[0], b"sha384")
+    # The empty range at the end of the file: one digest of nothing.
+    got = check_file_reply(srv.call(req_check_file(
+        "check-file-handle", h, "md5", len(data))), "empty range")
+    expect_eq("empty range", got[1], digest_of("md5", b""))
+
+
+@test
+def test_check_file_errors(ctx):
+    ctx.write("f", b"x" * 1000)
+    os.mkdir(ctx.path("d"))
+    srv = ctx.server()
+    h = srv.open("f", SSH_FXF_READ)
+    w = srv.open("f", SSH_FXF_WRITE)
+    cases = [
+        ("start past the end", req_check_file("check-file-handle", h, "md5",
+                                              1001), SSH_FX_EOF),
+        ("range past the end", req_check_file("check-file-handle", h, "md5",
+                                              500, 501), SSH_FX_EOF),
+        ("no known algorithm", req_check_file("check-file-handle", h,
+                                              "whirlpool,md4"),
+         SSH_FX_OP_UNSUPPORTED),
+        ("block size under 256", req_check_file("check-file-handle", h,
+                                                "md5", 0, 0, 255),
+         SSH_FX_BAD_MESSAGE),
+        ("handle open write-only", req_check_file("check-file-handle", w,
+                                                  "md5"),
+         SSH_FX_PERMISSION_DENIED),
+        ("unknown handle", req_check_file("check-file-handle", b"nonsense",
+                                          "md5"), SSH_FX_FAILURE),
+        ("missing file", req_check_file("check-file-name", "nope", "md5"),
+         SSH_FX_NO_SUCH_FILE),
+        ("a directory", req_check_file("check-file-name", "d", "md5"),
+         SSH_FX_FAILURE),
+        ("truncated request", req_extended("check-file-handle", string(h) +
+                                           string("md5") + u64(0)),
+         SSH_FX_BAD_MESSAGE),
+    ]
+    for what, req, code in cases:
+        expect_status(srv.call(req), code, "check-file: " + what)
+    # Digests that would not fit one reply: a failure, not a huge reply.
+    big = ctx.write("big", b"")
+    os.truncate(big, 64 << 20)
+    expect_status(srv.call(req_check_file("check-file-name", "big", "sha512",
+                                          0, 0, 256)), SSH_FX_FAILURE,
+                  "check-file: 262144 blocks of sha512")
+    expect_alive(srv)
+    # -R lets it through, -P check-file refuses all three names.
+    ro = ctx.server(["-R"])
+    check_file_reply(ro.call(req_check_file("check-file-name", "f", "md5")),
+                     "-R")
+    denied = ctx.server(["-P", "check-file"])
+    for name in ("check-file-handle", "check-file-name", "check-file"):
+        expect_status(denied.call(req_check_file(name, "f", "md5")),
+                      SSH_FX_PERMISSION_DENIED, "-P check-file: " + name)
 
 
 # ---------------------------------------------------------------------------

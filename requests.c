@@ -1,0 +1,1798 @@
+/*
+ * The request table, the dispatcher and the handlers.
+ *
+ * The handler contract: a handler parses its fields through the cursor,
+ * acts, and either queues its one reply with a reply_*() helper and
+ * returns what the helper returns (REPLIED), or returns a status code for
+ * the dispatcher to send.  A field that does not parse is PARSE_ERROR: the
+ * dispatcher logs it under the request's name and answers BAD_MESSAGE.  A
+ * handler cannot send a status itself, flush, wait or exit, so every
+ * request gets exactly one reply; the dispatcher checks it all the same.
+ */
+#include <sys/types.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attrib.h"
+#include "digest.h"
+#include "fs.h"
+#include "handles.h"
+#include "log.h"
+#include "packet.h"
+#include "path.h"
+#include "requests.h"
+#include "sys-gnu.h"
+
+#define SFTP_VERSION	3
+/* READDIR answers at most this many names, as OpenSSH. */
+#define READDIR_BATCH	100
+/*
+ * users-groups-by-id looks up at most this many names in the system's
+ * databases; other ids not in the cache are answered as unknown ("").
+ */
+#define ID_LOOKUPS_MAX	256
+/* copy-data moves this much per system call when it copies by hand. */
+#define COPY_CHUNK	(64 * 1024)
+
+/*
+ * check-file: the algorithms advertised, the smallest block size of the
+ * draft, and how much of the file one read takes.
+ */
+#define CHECK_FILE_ALGOS	"md5,sha1,sha224,sha256,sha384,sha512,crc32"
+#define CHECK_BLOCK_MIN		256
+#define CHECK_CHUNK		(256 * 1024)
+
+/* statvfs@openssh.com's flag bits. */
+#define SSH2_FXE_STATVFS_ST_RDONLY	0x1
+#define SSH2_FXE_STATVFS_ST_NOSUID	0x2
+
+/* What a handler returns besides a status code (see above). */
+#define REPLIED		0xffffffffU
+#define PARSE_ERROR	0xfffffffeU
+
+/* A request may change the file system: refused under -R. */
+#define REQ_WRITES	0x1
+
+struct request {
+	const char *name;	/* as -P, -p and -Q name it */
+	const char *ext_name;	/* extension name, or NULL */
+	const char *ext_version;
+	uint8_t type;
+	uint32_t (*handler)(uint32_t, struct cursor *);
+	int flags;
+};
+
+static const struct session *ss;
+static struct oqueue *oq;
+static struct handle_table handles;
+static int init_done;
+static int broken;	/* a reply did not fit: the session ends */
+
+/* Scratch for paths: requests are handled one at a time. */
+static char path1[PATH_MAX];
+static char path2[PATH_MAX];
+static char resolved[PATH_MAX];
+
+/* The request table: the one list of requests. */
+static uint32_t process_open(uint32_t, struct cursor *);
+static uint32_t process_close(uint32_t, struct cursor *);
+static uint32_t process_read(uint32_t, struct cursor *);
+static uint32_t process_write(uint32_t, struct cursor *);
+static uint32_t process_lstat(uint32_t, struct cursor *);
+static uint32_t process_fstat(uint32_t, struct cursor *);
+static uint32_t process_setstat(uint32_t, struct cursor *);
+static uint32_t process_fsetstat(uint32_t, struct cursor *);
+static uint32_t process_opendir(uint32_t, struct cursor *);
+static uint32_t process_readdir(uint32_t, struct cursor *);
+static uint32_t process_remove(uint32_t, struct cursor *);
+static uint32_t process_mkdir(uint32_t, struct cursor *);
+static uint32_t process_rmdir(uint32_t, struct cursor *);
+static uint32_t process_realpath(uint32_t, struct cursor *);
+static uint32_t process_stat(uint32_t, struct cursor *);
+static uint32_t process_rename(uint32_t, struct cursor *);
+static uint32_t process_readlink(uint32_t, struct cursor *);
+static uint32_t process_symlink(uint32_t, struct cursor *);
+static uint32_t process_ext_posix_rename(uint32_t, struct cursor *);
+static uint32_t process_ext_statvfs(uint32_t, struct cursor *);
+static uint32_t process_ext_fstatvfs(uint32_t, struct cursor *);
+static uint32_t process_ext_hardlink(uint32_t, struct cursor *);
+static uint32_t process_ext_fsync(uint32_t, struct cursor *);
+static uint32_t process_ext_lsetstat(uint32_t, struct cursor *);
+static uint32_t process_ext_limits(uint32_t, struct cursor *);
+static uint32_t process_ext_expand_path(uint32_t, struct cursor *);
+static uint32_t process_ext_copy_data(uint32_t, struct cursor *);
+static uint32_t process_ext_home_directory(uint32_t, struct cursor *);
+static uint32_t process_ext_users_groups(uint32_t, struct cursor *);
+static uint32_t process_ext_check_file_handle(uint32_t, struct cursor *);
+static uint32_t process_ext_check_file_name(uint32_t, struct cursor *);
+
+/* clang-format off */
+static struct request requests[] = {
+	{ "open", NULL, NULL, SSH_FXP_OPEN, process_open, 0 },
+	{ "close", NULL, NULL, SSH_FXP_CLOSE, process_close, 0 },
+	{ "read", NULL, NULL, SSH_FXP_READ, process_read, 0 },
+	{ "write", NULL, NULL, SSH_FXP_WRITE, process_write, REQ_WRITES },
+	{ "lstat", NULL, NULL, SSH_FXP_LSTAT, process_lstat, 0 },
+	{ "fstat", NULL, NULL, SSH_FXP_FSTAT, process_fstat, 0 },
+	{ "setstat", NULL, NULL, SSH_FXP_SETSTAT, process_setstat, REQ_WRITES },
+	{ "fsetstat", NULL, NULL, SSH_FXP_FSETSTAT, process_fsetstat, REQ_WRITES },
+	{ "opendir", NULL, NULL, SSH_FXP_OPENDIR, process_opendir, 0 },
+	{ "readdir", NULL, NULL, SSH_FXP_READDIR, process_readdir, 0 },
+	{ "remove", NULL, NULL, SSH_FXP_REMOVE, process_remove, REQ_WRITES },
+	{ "mkdir", NULL, NULL, SSH_FXP_MKDIR, process_mkdir, REQ_WRITES },
+	{ "rmdir", NULL, NULL, SSH_FXP_RMDIR, process_rmdir, REQ_WRITES },
+	{ "realpath", NULL, NULL, SSH_FXP_REALPATH, process_realpath, 0 },
+	{ "stat", NULL, NULL, SSH_FXP_STAT, process_stat, 0 },
+	{ "rename", NULL, NULL, SSH_FXP_RENAME, process_rename, REQ_WRITES },
+	{ "readlink", NULL, NULL, SSH_FXP_READLINK, process_readlink, 0 },
+	{ "symlink", NULL, NULL, SSH_FXP_SYMLINK, process_symlink, REQ_WRITES },
+	{ "posix-rename", "posix-rename@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_posix_rename, REQ_WRITES },
+	{ "statvfs", "statvfs@openssh.com", "2", SSH_FXP_EXTENDED, process_ext_statvfs, 0 },
+	{ "fstatvfs", "fstatvfs@openssh.com", "2", SSH_FXP_EXTENDED, process_ext_fstatvfs, 0 },
+	{ "hardlink", "hardlink@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_hardlink, REQ_WRITES },
+	{ "fsync", "fsync@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_fsync, REQ_WRITES },
+	{ "lsetstat", "lsetstat@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_lsetstat, REQ_WRITES },
+	{ "limits", "limits@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_limits, 0 },
+	{ "expand-path", "expand-path@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_expand_path, 0 },
+	{ "copy-data", "copy-data", "1", SSH_FXP_EXTENDED, process_ext_copy_data, REQ_WRITES },
+	{ "home-directory", "home-directory", "1", SSH_FXP_EXTENDED, process_ext_home_directory, 0 },
+	{ "users-groups-by-id", "users-groups-by-id@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_users_groups, 0 },
+	{ "check-file", "check-file-handle", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED, process_ext_check_file_handle, 0 },
+	{ "check-file", "check-file-name", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED, process_ext_check_file_name, 0 },
+	{ "check-file", "check-file", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED, process_ext_check_file_handle, 0 },
+};
+/* clang-format on */
+#define NREQUESTS	(sizeof requests / sizeof requests[0])
+
+/* Requests by packet type, filled from the table at start. */
+static struct request *by_type[256];
+
+/*
+ * The only place errno becomes a status, as OpenSSH's errno_to_portable().
+ */
+static uint32_t
+errno_to_status(int e)
+{
+	switch (e) {
+	case 0:
+		return SSH_FX_OK;
+	case ENOENT:
+	case ENOTDIR:
+	case EBADF:
+	case ELOOP:
+		return SSH_FX_NO_SUCH_FILE;
+	case EPERM:
+	case EACCES:
+	case EFAULT:
+		return SSH_FX_PERMISSION_DENIED;
+	case ENAMETOOLONG:
+	case EINVAL:
+		return SSH_FX_BAD_MESSAGE;
+	case ENOSYS:
+		return SSH_FX_OP_UNSUPPORTED;
+	default:
+		return SSH_FX_FAILURE;
+	}
+}
+
+/* The status of a call that returned r, errno set when it is -1. */
+static uint32_t
+status_of(int r)
+{
+	return r == -1 ? errno_to_status(errno) : SSH_FX_OK;
+}
+
+/*
+ * A reply that does not fit breaks the queue's invariant: a bug.  The
+ * session ends once the request is done (requests_process()).
+ */
+static void
+queued(int r)
+{
+	if (r != 0)
+		broken = 1;
+}
+
+/*
+ * The reply helpers: each queues one whole reply and returns REPLIED, for
+ * the handler to return in turn.
+ */
+static uint32_t
+reply_status(uint32_t id, uint32_t code, const char *msg)
+{
+	debug3("request %u: sent status %u", id, code);
+	if (log_level > LOG_LEVEL_VERBOSE ||
+	    (code != SSH_FX_OK && code != SSH_FX_EOF))
+		logit("sent status %s", pkt_status_message(code));
+	queued(pkt_reply_status(oq, id, code, msg));
+	return REPLIED;
+}
+
+static uint32_t
+reply_handle(uint32_t id, struct handle *h)
+{
+	uint8_t wire[HANDLE_LEN];
+
+	handle_encode(&handles, h, wire);
+	/* Sic: OpenSSH 9.2 says "handle" twice. */
+	debug("request %u: sent handle handle %u", id, h->index);
+	queued(pkt_reply_handle(oq, id, wire, sizeof wire));
+	return REPLIED;
+}
+
+static uint32_t
+reply_name1(uint32_t id, const char *path)
+{
+	debug("request %u: sent names count 1", id);
+	queued(pkt_reply_name1(oq, id, path));
+	return REPLIED;
+}
+
+static uint32_t
+reply_attrs(uint32_t id, const struct sftp_attrs *a)
+{
+	debug("request %u: sent attrib have 0x%x", id, a->flags);
+	queued(pkt_reply_attrs(oq, id, a));
+	return REPLIED;
+}
+
+/* Ends a reply built field by field (pkt_begin()). */
+static uint32_t
+reply_end(struct reply *r)
+{
+	pkt_end(oq, r);
+	return REPLIED;
+}
+
+static struct handle *
+get_handle(struct cursor *c, enum handle_kind kind, int *rp)
+{
+	const uint8_t *s;
+	uint32_t len;
+
+	if ((*rp = pkt_get_string(c, &s, &len)) != 0)
+		return NULL;
+	return handle_lookup(&handles, s, len, kind);
+}
+
+static const char *
+handle_name(const struct handle *h)
+{
+	return h != NULL ? h->path : "(null)";
+}
+
+static int
+handle_index(const struct handle *h)
+{
+	return h != NULL ? (int)h->index : -1;
+}
+
+static void
+log_close(struct handle *h, const char *emsg)
+{
+	struct timespec now;
+	double secs, mib;
+
+	if (h->kind == HANDLE_FILE) {
+		logit("%s%sclose \"%s\" bytes read %llu written %llu",
+		    emsg == NULL ? "" : emsg, emsg == NULL ? "" : " ", h->path,
+		    (unsigned long long)h->bytes_read,
+		    (unsigned long long)h->bytes_written);
+		if (log_level >= LOG_LEVEL_VERBOSE &&
+		    clock_gettime(CLOCK_MONOTONIC, &now) == 0) {
+			secs = (double)(now.tv_sec - h->opened.tv_sec) +
+			    (double)(now.tv_nsec - h->opened.tv_nsec) / 1e9;
+			mib = (double)(h->bytes_read + h->bytes_written) /
+			    (1024.0 * 1024.0);
+			verbose("transfer \"%s\" %.3f s %.1f MiB/s", h->path,
+			    secs, secs > 0 ? mib / secs : 0.0);
+		}
+	} else {
+		logit("%s%sclosedir \"%s\"", emsg == NULL ? "" : emsg,
+		    emsg == NULL ? "" : " ", h->path);
+	}
+}
+
+/* Closes what the handle holds and frees its slot; 0 or -1 with errno. */
+static int
+close_handle(struct handle *h)
+{
+	int r;
+
+	if (h->kind == HANDLE_FILE)
+		r = close(h->fd);
+	else
+		r = closedir(h->dir);
+	handle_release(&handles, h);
+	return r;
+}
+
+/* Entries OpenSSH's match_list() reads from a list, as its MAX_PROP. */
+#define LIST_MAX	40
+
+/*
+ * -P and -p: exact, comma-separated names.  OpenSSH's match_list() stops at
+ * the first empty entry and after LIST_MAX entries.  Where the two readings
+ * differ, this one refuses: an allow list (strict) ends where OpenSSH's
+ * does, a deny list names every entry it holds.
+ */
+static int
+in_list(const char *name, const char *list, int strict)
+{
+	size_t n = strlen(name);
+	const char *p = list, *comma;
+	size_t len;
+
+	for (int i = 0; !strict || i < LIST_MAX; i++) {
+		comma = strchr(p, ',');
+		len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+		if (len == 0 && strict)
+			break;
+		if (len == n && strncmp(p, name, n) == 0)
+			return 1;
+		if (comma == NULL)
+			break;
+		p = comma + 1;
+	}
+	return 0;
+}
+
+/* Warns at start of a list that OpenSSH and this server could read apart. */
+void
+requests_check_list(const char *opt, const char *list)
+{
+	const char *p = list;
+	int n = 1;
+
+	for (; *p != '\0'; p++)
+		n += *p == ',';
+	if (list[0] == '\0' || list[0] == ',' || strstr(list, ",,") != NULL ||
+	    p[-1] == ',')
+		error("%s \"%s\": an empty entry; an allow list ends there, "
+		    "a deny list goes on", opt, list);
+	if (n > LIST_MAX)
+		error("%s \"%s\": more than %d entries; an allow list ends "
+		    "there, a deny list goes on", opt, list, LIST_MAX);
+}
+
+/* Whether a request may run; logs the refusal as OpenSSH does. */
+static int
+request_permitted(const struct request *rq)
+{
+	if (ss->readonly && (rq->flags & REQ_WRITES)) {
+		verbose("Refusing %s request in read-only mode", rq->name);
+		return 0;
+	}
+	if (ss->deny_list != NULL && in_list(rq->name, ss->deny_list, 0)) {
+		verbose("Refusing denylisted %s request", rq->name);
+		return 0;
+	}
+	if (ss->allow_list != NULL && in_list(rq->name, ss->allow_list, 1)) {
+		debug2("Permitting allowlisted %s request", rq->name);
+		return 1;
+	}
+	if (ss->allow_list != NULL) {
+		verbose("Refusing non-allowlisted %s request", rq->name);
+		return 0;
+	}
+	return 1;
+}
+
+/* uint32 version.  Returns 0, or 255 for a malformed INIT. */
+static int
+process_init(struct cursor *c)
+{
+	struct reply r;
+	uint32_t version;
+	int permitted = 1;
+
+	if (pkt_get_u32(c, &version) != 0) {
+		error("process_init: bad message");
+		return SESSION_FATAL;
+	}
+	verbose("received client version %u", version);
+	queued(pkt_begin(oq, &r, SSH_FXP_VERSION));
+	queued(pkt_put_u32(oq, SFTP_VERSION));
+	/* An extension refused by -R, -P or -p is not advertised. */
+	for (size_t i = 0; i < NREQUESTS; i++) {
+		if (requests[i].ext_name == NULL)
+			continue;
+		/* Rows of one name are asked (and logged) once. */
+		if (i == 0 || strcmp(requests[i].name, requests[i - 1].name) != 0)
+			permitted = request_permitted(&requests[i]);
+		if (!permitted) {
+			debug2("compose_extension: refusing to advertise "
+			    "disallowed extension %s", requests[i].ext_name);
+			continue;
+		}
+		queued(pkt_put_cstring(oq, requests[i].ext_name));
+		queued(pkt_put_cstring(oq, requests[i].ext_version));
+	}
+	pkt_end(oq, &r);
+	return 0;
+}
+
+static int
+flags_from_portable(uint32_t pflags)
+{
+	int flags = O_RDONLY;
+
+	if ((pflags & SSH_FXF_READ) && (pflags & SSH_FXF_WRITE))
+		flags = O_RDWR;
+	else if (pflags & SSH_FXF_WRITE)
+		flags = O_WRONLY;
+	if (pflags & SSH_FXF_APPEND)
+		flags |= O_APPEND;
+	if (pflags & SSH_FXF_CREAT)
+		flags |= O_CREAT;
+	if (pflags & SSH_FXF_TRUNC)
+		flags |= O_TRUNC;
+	if (pflags & SSH_FXF_EXCL)
+		flags |= O_EXCL;
+	return flags;
+}
+
+static void
+string_from_portable(uint32_t pflags, char *buf, size_t size)
+{
+	static const struct {
+		uint32_t flag;
+		const char *word;
+	} words[] = {
+		{ SSH_FXF_READ, "READ" },
+		{ SSH_FXF_WRITE, "WRITE" },
+		{ SSH_FXF_APPEND, "APPEND" },
+		{ SSH_FXF_CREAT, "CREATE" },
+		{ SSH_FXF_TRUNC, "TRUNCATE" },
+		{ SSH_FXF_EXCL, "EXCL" },
+	};
+	size_t o = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+		if (!(pflags & words[i].flag))
+			continue;
+		o += (size_t)snprintf(buf + o, size - o, "%s%s",
+		    o > 0 ? "," : "", words[i].word);
+	}
+}
+
+/*
+ * uint32 id, string filename, uint32 pflags, ATTRS attrs
+ *
+ * Opened with O_NONBLOCK, kept: a FIFO or a device never blocks the
+ * session, in open(2) or after (a FIFO without a reader fails with ENXIO;
+ * its READs fail, as OpenSSH's, since a FIFO has no offsets).  For regular
+ * files and directories Linux ignores the flag.
+ */
+static uint32_t
+process_open(uint32_t id, struct cursor *c)
+{
+	struct sftp_attrs a;
+	struct handle *h;
+	uint32_t pflags, status = SSH_FX_FAILURE;
+	char fl[64];
+	int r, flags, fd;
+	mode_t mode;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
+	    (r = pkt_get_u32(c, &pflags)) != 0 ||
+	    (r = pkt_get_attrs(c, &a)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: open flags %d", id, (int)pflags);
+	flags = flags_from_portable(pflags);
+	mode = (a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) ? a.perm : 0666;
+	if (log_level >= LOG_LEVEL_INFO) {
+		string_from_portable(pflags, fl, sizeof fl);
+		logit("open \"%s\" flags %s mode 0%o", path1, fl,
+		    (unsigned)mode);
+	}
+	if (ss->readonly && ((flags & O_ACCMODE) != O_RDONLY ||
+	    (flags & (O_CREAT | O_TRUNC)) != 0)) {
+		verbose("Refusing open request in read-only mode");
+		status = SSH_FX_PERMISSION_DENIED;
+	} else if ((fd = fs_open(path1, flags | O_NONBLOCK | O_NOCTTY,
+	    mode)) == -1) {
+		status = errno_to_status(errno);
+	} else if ((h = handle_new(&handles, HANDLE_FILE, path1)) == NULL) {
+		(void)close(fd);	/* out of handles: FAILURE */
+	} else {
+		h->fd = fd;
+		h->flags = flags;
+		(void)clock_gettime(CLOCK_MONOTONIC, &h->opened);
+		return reply_handle(id, h);
+	}
+	return status;
+}
+
+/* uint32 id, string handle */
+static uint32_t
+process_close(uint32_t id, struct cursor *c)
+{
+	struct handle *h;
+	int r;
+
+	h = get_handle(c, HANDLE_FREE, &r);
+	if (r != 0)
+		return PARSE_ERROR;
+	debug3("request %u: close handle %d", id, handle_index(h));
+	if (h == NULL) {
+		/* As OpenSSH: an unknown handle is "no such file". */
+		return SSH_FX_NO_SUCH_FILE;
+	}
+	log_close(h, NULL);
+	return status_of(close_handle(h));
+}
+
+/*
+ * OpenSSH seeks before every read and write, so an offset the file system
+ * cannot hold fails there, with EINVAL: BAD_MESSAGE.  We seek only for
+ * offsets past 2^40, so that the common case costs no system call.  Returns
+ * 1 with errno set for a bad offset.
+ */
+static int
+bad_offset(struct handle *h, uint64_t off)
+{
+	if (off > (uint64_t)INT64_MAX) {
+		errno = EINVAL;
+		return 1;
+	}
+	if (off >= (uint64_t)1 << 40 && lseek(h->fd, (off_t)off, SEEK_SET) == -1)
+		return 1;
+	return 0;
+}
+
+/*
+ * Reads until len bytes or end of file: unlike OpenSSH's single read(2), a
+ * short read is never passed on, since OpenSSH's client shrinks its request
+ * size for the rest of the file after one.  Returns bytes read or -1.
+ */
+static ssize_t
+read_full(int fd, uint8_t *buf, size_t len, off_t off)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = pread(fd, buf + got, len - got, off + (off_t)got);
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			if (got > 0)
+				break;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* uint32 id, string handle, uint64 offset, uint32 len */
+static uint32_t
+process_read(uint32_t id, struct cursor *c)
+{
+	struct handle *h;
+	struct reply rep;
+	uint64_t off;
+	uint32_t len;
+	uint8_t *buf;
+	ssize_t n;
+	int r;
+
+	h = get_handle(c, HANDLE_FILE, &r);
+	if (r != 0 || (r = pkt_get_u64(c, &off)) != 0 ||
+	    (r = pkt_get_u32(c, &len)) != 0)
+		return PARSE_ERROR;
+	debug("request %u: read \"%s\" (handle %d) off %llu len %u", id,
+	    handle_name(h), handle_index(h), (unsigned long long)off, len);
+	if (h == NULL)
+		return SSH_FX_FAILURE;
+	if (len > SFTP_MAX_READ) {
+		debug2("read change len %u to %u", len, SFTP_MAX_READ);
+		len = SFTP_MAX_READ;
+	}
+	if (bad_offset(h, off))
+		return errno_to_status(errno);
+	if ((buf = pkt_data_begin(oq, &rep, id, len)) == NULL) {
+		queued(PKT_ENOSPACE);
+		return REPLIED;
+	}
+	n = len == 0 ? 0 : read_full(h->fd, buf, len, (off_t)off);
+	if (n == -1) {
+		int e = errno;
+
+		pkt_cancel(oq, &rep);
+		error("process_read: read \"%.100s\": %s", h->path,
+		    strerror(e));
+		return errno_to_status(e);
+	}
+	if (n == 0 && len > 0) {
+		pkt_cancel(oq, &rep);
+		return SSH_FX_EOF;
+	}
+	pkt_data_end(oq, &rep, (size_t)n);
+	debug("request %u: sent data len %d", id, (int)n);
+	h->bytes_read += (uint64_t)n;
+	return REPLIED;
+}
+
+/*
+ * Writes all of buf, at off or, for an O_APPEND handle, at the end (as
+ * OpenSSH, the offset is then ignored).  Returns 0, or -1 with errno: the
+ * bytes before the failure may be on disk, but are never acknowledged.
+ */
+static int
+write_full(struct handle *h, const uint8_t *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+	ssize_t n;
+
+	while (done < len) {
+		if (h->flags & O_APPEND)
+			n = write(h->fd, buf + done, len - done);
+		else
+			n = pwrite(h->fd, buf + done, len - done,
+			    off + (off_t)done);
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0) {
+			errno = EIO;
+			return -1;
+		}
+		done += (size_t)n;
+		h->bytes_written += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* uint32 id, string handle, uint64 offset, string data */
+static uint32_t
+process_write(uint32_t id, struct cursor *c)
+{
+	const uint8_t *data;
+	struct handle *h;
+	uint32_t len, status = SSH_FX_OK;
+	uint64_t off;
+	int r;
+
+	h = get_handle(c, HANDLE_FILE, &r);
+	if (r != 0 || (r = pkt_get_u64(c, &off)) != 0 ||
+	    (r = pkt_get_string(c, &data, &len)) != 0)
+		return PARSE_ERROR;
+	debug("request %u: write \"%s\" (handle %d) off %llu len %u", id,
+	    handle_name(h), handle_index(h), (unsigned long long)off, len);
+	if (h == NULL) {
+		status = SSH_FX_FAILURE;
+	} else if (off > (uint64_t)INT64_MAX - len) {
+		status = SSH_FX_BAD_MESSAGE;
+	} else if (!(h->flags & O_APPEND) && bad_offset(h, off)) {
+		status = errno_to_status(errno);
+	} else if (write_full(h, data, len, (off_t)off) == -1) {
+		status = errno_to_status(errno);
+		error("process_write: write \"%.100s\": %s", h->path,
+		    strerror(errno));
+	}
+	return status;
+}
+
+static uint32_t
+do_stat(uint32_t id, struct cursor *c, int follow)
+{
+	struct sftp_attrs a;
+	struct stat st;
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: %sstat", id, follow ? "" : "l");
+	verbose("%sstat name \"%s\"", follow ? "" : "l", path1);
+	r = fs_stat(path1, &st, follow);
+	if (r == -1)
+		return errno_to_status(errno);
+	attrs_from_stat(&st, &a);
+	return reply_attrs(id, &a);
+}
+
+/* uint32 id, string path */
+static uint32_t
+process_lstat(uint32_t id, struct cursor *c)
+{
+	return do_stat(id, c, 0);
+}
+
+/* uint32 id, string path */
+static uint32_t
+process_stat(uint32_t id, struct cursor *c)
+{
+	return do_stat(id, c, 1);
+}
+
+/* uint32 id, string handle */
+static uint32_t
+process_fstat(uint32_t id, struct cursor *c)
+{
+	struct sftp_attrs a;
+	struct handle *h;
+	struct stat st;
+	int r;
+
+	h = get_handle(c, HANDLE_FILE, &r);
+	if (r != 0)
+		return PARSE_ERROR;
+	debug("request %u: fstat \"%s\" (handle %d)", id, handle_name(h),
+	    handle_index(h));
+	if (h == NULL)
+		return SSH_FX_FAILURE;
+	if (fstat(h->fd, &st) == -1)
+		return errno_to_status(errno);
+	attrs_from_stat(&st, &a);
+	return reply_attrs(id, &a);
+}
+
+static void
+log_modtime(const char *name, uint32_t mtime)
+{
+	char buf[64];
+	time_t t = (time_t)mtime;
+	struct tm tm;
+
+	if (log_level < LOG_LEVEL_INFO)
+		return;
+	if (localtime_r(&t, &tm) == NULL ||
+	    strftime(buf, sizeof buf, "%Y%m%d-%H:%M:%S", &tm) == 0)
+		buf[0] = '\0';
+	logit("set \"%s\" modtime %s", name, buf);
+}
+
+/*
+ * SETSTAT, FSETSTAT and LSETSTAT: size, permissions, times, then owner,
+ * each tried even when an earlier one failed; as OpenSSH, the last failure
+ * is the status.  fd is -1 to work on the path, following a final symlink
+ * or not (follow); LSETSTAT never brings a size.
+ */
+static uint32_t
+apply_attrs(const char *name, int fd, int follow, const struct sftp_attrs *a)
+{
+	struct timespec ts[2];
+	uint32_t status = SSH_FX_OK;
+
+	if (a->flags & SSH_FILEXFER_ATTR_SIZE) {
+		logit("set \"%s\" size %llu", name,
+		    (unsigned long long)a->size);
+		if (a->size > (uint64_t)INT64_MAX) {
+			status = SSH_FX_BAD_MESSAGE;
+		} else if ((fd == -1 ? fs_truncate(name, (off_t)a->size) :
+		    ftruncate(fd, (off_t)a->size)) == -1) {
+			status = errno_to_status(errno);
+		}
+	}
+	if (a->flags & SSH_FILEXFER_ATTR_PERMISSIONS) {
+		logit("set \"%s\" mode %04o", name, a->perm);
+		if ((fd == -1 ? fs_chmod(name, a->perm & 07777, follow) :
+		    fchmod(fd, a->perm & 07777)) == -1)
+			status = errno_to_status(errno);
+	}
+	if (a->flags & SSH_FILEXFER_ATTR_ACMODTIME) {
+		log_modtime(name, a->mtime);
+		ts[0].tv_sec = (time_t)a->atime;
+		ts[0].tv_nsec = 0;
+		ts[1].tv_sec = (time_t)a->mtime;
+		ts[1].tv_nsec = 0;
+		if ((fd == -1 ? fs_utimes(name, ts, follow) :
+		    futimens(fd, ts)) == -1)
+			status = errno_to_status(errno);
+	}
+	if (a->flags & SSH_FILEXFER_ATTR_UIDGID) {
+		logit("set \"%s\" owner %lu group %lu", name,
+		    (unsigned long)a->uid, (unsigned long)a->gid);
+		if ((fd == -1 ? fs_chown(name, a->uid, a->gid, follow) :
+		    fchown(fd, a->uid, a->gid)) == -1)
+			status = errno_to_status(errno);
+	}
+	return status;
+}
+
+/* uint32 id, string path, ATTRS attrs */
+static uint32_t
+process_setstat(uint32_t id, struct cursor *c)
+{
+	struct sftp_attrs a;
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
+	    (r = pkt_get_attrs(c, &a)) != 0)
+		return PARSE_ERROR;
+	debug("request %u: setstat name \"%s\"", id, path1);
+	return apply_attrs(path1, -1, 1, &a);
+}
+
+/* uint32 id, string handle, ATTRS attrs */
+static uint32_t
+process_fsetstat(uint32_t id, struct cursor *c)
+{
+	struct sftp_attrs a;
+	struct handle *h;
+	int r;
+
+	h = get_handle(c, HANDLE_FILE, &r);
+	if (r != 0 || (r = pkt_get_attrs(c, &a)) != 0)
+		return PARSE_ERROR;
+	debug("request %u: fsetstat handle %d", id, handle_index(h));
+	if (h == NULL)
+		return SSH_FX_FAILURE;
+	return apply_attrs(h->path, h->fd, 1, &a);
+}
+
+/* uint32 id, string path */
+static uint32_t
+process_opendir(uint32_t id, struct cursor *c)
+{
+	struct handle *h;
+	DIR *d;
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: opendir", id);
+	logit("opendir \"%s\"", path1);
+	if ((d = fs_opendir(path1)) == NULL)
+		return errno_to_status(errno);
+	if ((h = handle_new(&handles, HANDLE_DIR, path1)) == NULL) {
+		(void)closedir(d);	/* out of handles: FAILURE */
+		return SSH_FX_FAILURE;
+	}
+	h->dir = d;
+	h->fd = dirfd(d);
+	(void)clock_gettime(CLOCK_MONOTONIC, &h->opened);
+	return reply_handle(id, h);
+}
+
+/*
+ * uint32 id, string handle
+ *
+ * Up to READDIR_BATCH names, each stat'ed relative to the directory's own
+ * descriptor; an entry that vanished in between is skipped, as OpenSSH.
+ */
+static uint32_t
+process_readdir(uint32_t id, struct cursor *c)
+{
+	char longname[LONGNAME_MAX];
+	struct sftp_attrs a;
+	struct dirent *de;
+	struct handle *h;
+	struct reply rep;
+	struct stat st;
+	time_t now;
+	int r;
+
+	h = get_handle(c, HANDLE_DIR, &r);
+	if (r != 0)
+		return PARSE_ERROR;
+	debug("request %u: readdir \"%s\" (handle %d)", id, handle_name(h),
+	    handle_index(h));
+	if (h == NULL)
+		return SSH_FX_FAILURE;
+	now = time(NULL);
+	if ((r = pkt_name_begin(oq, &rep, id)) != 0) {
+		queued(r);
+		return REPLIED;
+	}
+	while (rep.count < READDIR_BATCH) {
+		errno = 0;
+		if ((de = readdir(h->dir)) == NULL)
+			break;
+		if (fs_stat_entry(h->fd, de->d_name, &st) == -1)
+			continue;
+		attrs_from_stat(&st, &a);
+		attrs_longname(longname, de->d_name, &st, now);
+		/* Cannot fail: 100 entries of at most 2.3 KiB fit a message. */
+		queued(pkt_name_add(oq, &rep, de->d_name, longname, &a));
+	}
+	if (rep.count == 0) {
+		pkt_cancel(oq, &rep);
+		return SSH_FX_EOF;
+	}
+	pkt_name_end(oq, &rep);
+	debug("request %u: sent names count %u", id, rep.count);
+	return REPLIED;
+}
+
+/* uint32 id, string filename */
+static uint32_t
+process_remove(uint32_t id, struct cursor *c)
+{
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: remove", id);
+	logit("remove name \"%s\"", path1);
+	r = fs_unlink(path1);
+	return status_of(r);
+}
+
+/* uint32 id, string path, ATTRS attrs */
+static uint32_t
+process_mkdir(uint32_t id, struct cursor *c)
+{
+	struct sftp_attrs a;
+	mode_t mode;
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
+	    (r = pkt_get_attrs(c, &a)) != 0)
+		return PARSE_ERROR;
+	mode = (a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) ? a.perm & 07777 :
+	    0777;
+	debug3("request %u: mkdir", id);
+	logit("mkdir name \"%s\" mode 0%o", path1, (unsigned)mode);
+	r = fs_mkdir(path1, mode);
+	return status_of(r);
+}
+
+/* uint32 id, string path */
+static uint32_t
+process_rmdir(uint32_t id, struct cursor *c)
+{
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: rmdir", id);
+	logit("rmdir name \"%s\"", path1);
+	r = fs_rmdir(path1);
+	return status_of(r);
+}
+
+/* uint32 id, string path */
+static uint32_t
+process_realpath(uint32_t id, struct cursor *c)
+{
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
+		return PARSE_ERROR;
+	if (path1[0] == '\0')
+		memcpy(path1, ".", 2);
+	debug3("request %u: realpath", id);
+	verbose("realpath \"%s\"", path1);
+	if (fs_realpath(path1, resolved) == -1)
+		return errno_to_status(errno);
+	return reply_name1(id, resolved);
+}
+
+/*
+ * The rename of draft-02 fails when the target exists.  OpenSSH does it
+ * with link() and unlink() for regular files and a racy stat() otherwise;
+ * renameat2(RENAME_NOREPLACE) gives the same answers atomically, for every
+ * kind of file.  OpenSSH's way is kept for file systems without it.
+ */
+static uint32_t
+rename_noreplace(const char *oldpath, const char *newpath)
+{
+	struct stat sb;
+
+	if (fs_rename(oldpath, newpath, 1) == 0)
+		return SSH_FX_OK;
+	if (errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+		return errno_to_status(errno);
+	if (fs_stat(oldpath, &sb, 0) == -1)
+		return errno_to_status(errno);
+	if (S_ISREG(sb.st_mode)) {
+		if (fs_link(oldpath, newpath) == -1) {
+			if (errno != EOPNOTSUPP && errno != ENOSYS &&
+			    errno != EXDEV && errno != EPERM)
+				return errno_to_status(errno);
+			/* No links on this file system: stat, then rename. */
+			if (fs_stat(newpath, &sb, 1) == 0)
+				return SSH_FX_FAILURE;
+			if (fs_rename(oldpath, newpath, 0) == -1)
+				return errno_to_status(errno);
+			return SSH_FX_OK;
+		}
+		if (fs_unlink(oldpath) == -1) {
+			int e = errno;
+
+			(void)fs_unlink(newpath);	/* drop the spare link */
+			return errno_to_status(e);
+		}
+		return SSH_FX_OK;
+	}
+	if (fs_stat(newpath, &sb, 1) == 0)
+		return SSH_FX_FAILURE;
+	if (fs_rename(oldpath, newpath, 0) == -1)
+		return errno_to_status(errno);
+	return SSH_FX_OK;
+}
+
+/* uint32 id, string oldpath, string newpath */
+static uint32_t
+process_rename(uint32_t id, struct cursor *c)
+{
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
+	    (r = pkt_get_path(c, path2, sizeof path2)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: rename", id);
+	logit("rename old \"%s\" new \"%s\"", path1, path2);
+	return rename_noreplace(path1, path2);
+}
+
+/* uint32 id, string path */
+static uint32_t
+process_readlink(uint32_t id, struct cursor *c)
+{
+	ssize_t len;
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: readlink", id);
+	verbose("readlink \"%s\"", path1);
+	if ((len = fs_readlink(path1, resolved, sizeof resolved - 1)) == -1)
+		return errno_to_status(errno);
+	resolved[len] = '\0';
+	return reply_name1(id, resolved);
+}
+
+/*
+ * uint32 id, string targetpath, string linkpath
+ *
+ * As OpenSSH, and every client written against it, the target comes first:
+ * the reverse of draft-02's order (OpenSSH's PROTOCOL, section 4.1).
+ */
+static uint32_t
+process_symlink(uint32_t id, struct cursor *c)
+{
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
+	    (r = pkt_get_path(c, path2, sizeof path2)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: symlink", id);
+	logit("symlink old \"%s\" new \"%s\"", path1, path2);
+	r = fs_symlink(path1, path2);
+	return status_of(r);
+}
+
+/* uint32 id, string "posix-rename@openssh.com", string old, string new */
+static uint32_t
+process_ext_posix_rename(uint32_t id, struct cursor *c)
+{
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
+	    (r = pkt_get_path(c, path2, sizeof path2)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: posix-rename", id);
+	logit("posix-rename old \"%s\" new \"%s\"", path1, path2);
+	r = fs_rename(path1, path2, 0);
+	return status_of(r);
+}
+
+static uint32_t
+reply_statvfs(uint32_t id, const struct statvfs *st)
+{
+	struct reply rep;
+	uint64_t flag;
+
+	flag = (st->f_flag & ST_RDONLY) ? SSH2_FXE_STATVFS_ST_RDONLY : 0;
+	flag |= (st->f_flag & ST_NOSUID) ? SSH2_FXE_STATVFS_ST_NOSUID : 0;
+	queued(pkt_begin(oq, &rep, SSH_FXP_EXTENDED_REPLY));
+	queued(pkt_put_u32(oq, id));
+	queued(pkt_put_u64(oq, st->f_bsize));
+	queued(pkt_put_u64(oq, st->f_frsize));
+	queued(pkt_put_u64(oq, st->f_blocks));
+	queued(pkt_put_u64(oq, st->f_bfree));
+	queued(pkt_put_u64(oq, st->f_bavail));
+	queued(pkt_put_u64(oq, st->f_files));
+	queued(pkt_put_u64(oq, st->f_ffree));
+	queued(pkt_put_u64(oq, st->f_favail));
+	queued(pkt_put_u64(oq, st->f_fsid));
+	queued(pkt_put_u64(oq, flag));
+	queued(pkt_put_u64(oq, st->f_namemax));
+	return reply_end(&rep);
+}
+
+/* uint32 id, string "statvfs@openssh.com", string path */
+static uint32_t
+process_ext_statvfs(uint32_t id, struct cursor *c)
+{
+	struct statvfs st;
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: statvfs", id);
+	logit("statvfs \"%s\"", path1);
+	if (fs_statvfs(path1, &st) == -1)
+		return errno_to_status(errno);
+	return reply_statvfs(id, &st);
+}
+
+/* uint32 id, string "fstatvfs@openssh.com", string handle */
+static uint32_t
+process_ext_fstatvfs(uint32_t id, struct cursor *c)
+{
+	struct statvfs st;
+	struct handle *h;
+	int r;
+
+	h = get_handle(c, HANDLE_FILE, &r);
+	if (r != 0)
+		return PARSE_ERROR;
+	debug("request %u: fstatvfs \"%s\" (handle %d)", id, handle_name(h),
+	    handle_index(h));
+	if (h == NULL)
+		return SSH_FX_FAILURE;
+	if (fstatvfs(h->fd, &st) == -1)
+		return errno_to_status(errno);
+	return reply_statvfs(id, &st);
+}
+
+/* uint32 id, string "hardlink@openssh.com", string old, string new */
+static uint32_t
+process_ext_hardlink(uint32_t id, struct cursor *c)
+{
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
+	    (r = pkt_get_path(c, path2, sizeof path2)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: hardlink", id);
+	logit("hardlink old \"%s\" new \"%s\"", path1, path2);
+	r = fs_link(path1, path2);
+	return status_of(r);
+}
+
+/* uint32 id, string "fsync@openssh.com", string handle */
+static uint32_t
+process_ext_fsync(uint32_t id, struct cursor *c)
+{
+	struct handle *h;
+	int r;
+
+	h = get_handle(c, HANDLE_FREE, &r);
+	if (r != 0)
+		return PARSE_ERROR;
+	debug3("request %u: fsync (handle %d)", id, handle_index(h));
+	verbose("fsync \"%s\"", handle_name(h));
+	if (h == NULL || h->kind != HANDLE_FILE)
+		return SSH_FX_NO_SUCH_FILE;
+	r = fsync(h->fd);
+	return status_of(r);
+}
+
+/*
+ * uint32 id, string "lsetstat@openssh.com", string path, ATTRS attrs
+ *
+ * As SETSTAT, but on a symlink itself.  A size makes no sense for a link:
+ * BAD_MESSAGE, as OpenSSH.  Linux cannot chmod a link: FAILURE.
+ */
+static uint32_t
+process_ext_lsetstat(uint32_t id, struct cursor *c)
+{
+	struct sftp_attrs a;
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
+	    (r = pkt_get_attrs(c, &a)) != 0)
+		return PARSE_ERROR;
+	debug("request %u: lsetstat name \"%s\"", id, path1);
+	if (a.flags & SSH_FILEXFER_ATTR_SIZE)
+		return SSH_FX_BAD_MESSAGE;
+	return apply_attrs(path1, -1, 0, &a);
+}
+
+/* uint32 id, string "limits@openssh.com" */
+static uint32_t
+process_ext_limits(uint32_t id, struct cursor *c)
+{
+	struct reply rep;
+
+	(void)c;
+	debug("request %u: limits", id);
+	queued(pkt_begin(oq, &rep, SSH_FXP_EXTENDED_REPLY));
+	queued(pkt_put_u32(oq, id));
+	queued(pkt_put_u64(oq, SFTP_MAX_MSG));
+	queued(pkt_put_u64(oq, SFTP_MAX_READ));
+	queued(pkt_put_u64(oq, SFTP_MAX_WRITE));
+	queued(pkt_put_u64(oq, handles.nslots));
+	return reply_end(&rep);
+}
+
+/*
+ * "~user/rest" into out.  Under -r, a home is the part the client sees:
+ * the client's own home outside the root is the root, another user's home
+ * outside it is unknown (ENOENT), like an unknown user.
+ */
+static int
+expand_tilde(const char *in, char *out, size_t size)
+{
+	const char *rest = in + strcspn(in, "/");
+	size_t len = (size_t)(rest - in) - 1;
+	int n;
+
+	if (path_tilde(in, ss->user_home, out, size) == -1)
+		return -1;
+	if (!fs_confined() || fs_visible(out, out, size) == 0)
+		return 0;
+	if (len != strlen(ss->user_name) || strncmp(in + 1, ss->user_name, len) != 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	n = snprintf(out, size, "/%s", rest + strspn(rest, "/"));
+	if (n < 0 || (size_t)n >= size) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * uint32 id, string "expand-path@openssh.com", string path
+ *
+ * As OpenSSH: "~" and "~/x" are taken relative to the current directory,
+ * which is the home directory unless -d moved it.
+ */
+static uint32_t
+process_ext_expand_path(uint32_t id, struct cursor *c)
+{
+	char *user;
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
+		return PARSE_ERROR;
+	debug3("request %u: expand, original \"%s\"", id, path1);
+	if (path1[0] == '\0' || strcmp(path1, "~") == 0) {
+		memcpy(path2, ".", 2);
+	} else if (strncmp(path1, "~/", 2) == 0) {
+		memmove(path2, path1 + 2, strlen(path1 + 2) + 1);
+	} else if (path1[0] == '~') {
+		if (expand_tilde(path1, path2, sizeof path2) == -1) {
+			if (errno == ENOENT) {
+				user = path1 + 1;
+				user[strcspn(user, "/")] = '\0';
+				error("tilde_expand: No such user %s", user);
+				return reply_status(id, SSH_FX_NO_SUCH_FILE,
+				    "no such user");
+			}
+			return errno_to_status(errno);
+		}
+	} else {
+		memcpy(path2, path1, strlen(path1) + 1);
+	}
+	verbose("expand \"%s\"", path2);
+	if (fs_realpath(path2, resolved) == -1)
+		return errno_to_status(errno);
+	return reply_name1(id, resolved);
+}
+
+/* Copies by hand what copy_file_range() could not. */
+static int
+copy_loop(struct handle *rh, off_t roff, struct handle *wh, off_t woff,
+    uint64_t len, int to_eof, uint64_t *copied)
+{
+	static uint8_t buf[COPY_CHUNK];
+	size_t want;
+	ssize_t n;
+
+	*copied = 0;
+	while (to_eof || *copied < len) {
+		want = sizeof buf;
+		if (!to_eof && len - *copied < want)
+			want = (size_t)(len - *copied);
+		n = pread(rh->fd, buf, want, roff);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1)
+			return -1;
+		if (n == 0)
+			break;
+		rh->bytes_read += (uint64_t)n;
+		if (write_full(wh, buf, (size_t)n, woff) == -1)
+			return -1;
+		roff += n;
+		if (!(wh->flags & O_APPEND))
+			woff += n;	/* appends ignore it, and it may be huge */
+		*copied += (uint64_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Whether a copy of len bytes that met end of file after done bytes answers
+ * EOF.  OpenSSH copies in 64 KiB chunks and answers EOF only when a chunk
+ * read nothing while more than a chunk was still to come; a copy that ends
+ * in its last chunk, short or not, is a success.
+ */
+static int
+copy_hit_eof(uint64_t done, uint64_t len)
+{
+	uint64_t chunks = done / COPY_CHUNK + (done % COPY_CHUNK != 0);
+
+	return len / COPY_CHUNK > chunks + 1 ||
+	    (len / COPY_CHUNK == chunks + 1 && len % COPY_CHUNK != 0);
+}
+
+/*
+ * Copies with copy_file_range() while the kernel can, then by hand.
+ * Returns SSH_FX_OK, SSH_FX_EOF when the input ended before len bytes, or
+ * a failure status.
+ */
+static uint32_t
+copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
+    uint64_t woff, uint64_t len)
+{
+	int to_eof = len == 0, append = (wh->flags & O_APPEND) != 0;
+	off_t ro = (off_t)roff, wo = (off_t)woff;
+	uint64_t done = 0, more;
+	ssize_t n;
+	size_t want;
+
+	while (!append && (to_eof || done < len)) {
+		want = (to_eof || len - done > SSIZE_MAX / 2) ? SSIZE_MAX / 2 :
+		    (size_t)(len - done);
+		n = sys_copy_range(rh->fd, &ro, wh->fd, &wo, want);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == ENOSYS || errno == EXDEV ||
+		    errno == EINVAL || errno == EOPNOTSUPP))
+			break;
+		if (n == -1)
+			return errno_to_status(errno);
+		if (n == 0)
+			return to_eof || !copy_hit_eof(done, len) ? SSH_FX_OK :
+			    SSH_FX_EOF;
+		rh->bytes_read += (uint64_t)n;
+		wh->bytes_written += (uint64_t)n;
+		done += (uint64_t)n;
+	}
+	if (!to_eof && done == len)
+		return SSH_FX_OK;
+	if (copy_loop(rh, ro, wh, wo, len - done, to_eof, &more) == -1) {
+		error("process_extended_copy_data: copy failed: %s",
+		    strerror(errno));
+		return errno_to_status(errno);
+	}
+	done += more;
+	if (!to_eof && done < len && copy_hit_eof(done, len))
+		return SSH_FX_EOF;
+	return SSH_FX_OK;
+}
+
+/*
+ * uint32 id, string "copy-data", string read-from-handle,
+ * uint64 read-from-offset, uint64 read-data-length,
+ * string write-to-handle, uint64 write-to-offset
+ *
+ * Length 0 copies to end of file.  The same handle, the same path or (as
+ * OpenSSH 10.4) the same file on both sides is refused: the copy would read
+ * what it writes.
+ */
+static uint32_t
+process_ext_copy_data(uint32_t id, struct cursor *c)
+{
+	uint64_t roff, rlen, woff;
+	struct handle *rh, *wh;
+	struct stat rst, wst;
+	int r;
+
+	rh = get_handle(c, HANDLE_FILE, &r);
+	if (r != 0 || (r = pkt_get_u64(c, &roff)) != 0 ||
+	    (r = pkt_get_u64(c, &rlen)) != 0)
+		return PARSE_ERROR;
+	wh = get_handle(c, HANDLE_FILE, &r);
+	if (r != 0 || (r = pkt_get_u64(c, &woff)) != 0)
+		return PARSE_ERROR;
+	debug("request %u: copy-data from \"%s\" (handle %d) off %llu len "
+	    "%llu to \"%s\" (handle %d) off %llu", id, handle_name(rh),
+	    handle_index(rh), (unsigned long long)roff,
+	    (unsigned long long)rlen, handle_name(wh), handle_index(wh),
+	    (unsigned long long)woff);
+	if (rh == NULL || wh == NULL || rh == wh ||
+	    strcmp(rh->path, wh->path) == 0)
+		return SSH_FX_FAILURE;
+	if (fstat(rh->fd, &rst) == -1 || fstat(wh->fd, &wst) == -1)
+		return errno_to_status(errno);
+	if (rst.st_dev == wst.st_dev && rst.st_ino == wst.st_ino)
+		return SSH_FX_FAILURE;
+	if (roff > (uint64_t)INT64_MAX || woff > (uint64_t)INT64_MAX ||
+	    rlen > (uint64_t)INT64_MAX - roff)
+		return SSH_FX_BAD_MESSAGE;
+	return copy_range(rh, roff, wh, woff, rlen);
+}
+
+/*
+ * uint32 id, string "home-directory", string username
+ *
+ * As OpenSSH 9.8 and later: an empty name is the session's user.
+ */
+static uint32_t
+process_ext_home_directory(uint32_t id, struct cursor *c)
+{
+	struct passwd *pw;
+	const char *home;
+	int r;
+
+	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
+		return PARSE_ERROR;
+	debug("request %u: home-directory \"%s\"", id, path1);
+	if (path1[0] == '\0') {
+		home = ss->user_home;
+	} else if ((pw = getpwnam(path1)) != NULL) {
+		home = pw->pw_dir;
+	} else 
+		return SSH_FX_FAILURE;
+	/*
+	 * Under -r, a home is answered as the client sees it; the client's own
+	 * home outside the root is the root, another user's is FAILURE.
+	 */
+	if (fs_visible(home, resolved, sizeof resolved) == 0) {
+		home = resolved;
+	} else if (path1[0] == '\0' || strcmp(path1, ss->user_name) == 0) {
+		home = "/";
+	} else 
+		return SSH_FX_FAILURE;
+	verbose("home-directory \"%s\"", home);
+	return reply_name1(id, home);
+}
+
+/* Puts a string of packed names, one per uint32 id in ids. */
+static int
+put_names(const uint8_t *ids, uint32_t len, int groups, unsigned *count)
+{
+	struct cursor c = { ids, len };
+	const char *name;
+	size_t mark;
+	uint32_t v;
+	int r;
+
+	*count = 0;
+	mark = pkt_mark(oq);
+	if ((r = pkt_put_u32(oq, 0)) != 0)
+		return r;
+	while (c.left > 0) {
+		if ((r = pkt_get_u32(&c, &v)) != 0)
+			return r;
+		name = groups ? attrs_group_known((gid_t)v) :
+		    attrs_user_known((uid_t)v);
+		debug3("process_extended_get_users_groups_by_id: %s %u => "
+		    "\"%s\"", groups ? "gid" : "uid", v,
+		    name != NULL ? name : "");
+		if ((r = pkt_put_cstring(oq, name != NULL ? name : "")) != 0)
+			return r;
+		(*count)++;
+	}
+	pkt_patch_u32(oq, mark, (uint32_t)(pkt_mark(oq) - mark - 4));
+	return 0;
+}
+
+/*
+ * uint32 id, string "users-groups-by-id@openssh.com", string uids,
+ * string gids; each a packed list of uint32.  Names come back in order,
+ * "" for an id without one.
+ */
+static uint32_t
+process_ext_users_groups(uint32_t id, struct cursor *c)
+{
+	const uint8_t *uids, *gids;
+	uint32_t ulen, glen;
+	unsigned nusers, ngroups;
+	struct reply rep;
+	int r;
+
+	if ((r = pkt_get_string(c, &uids, &ulen)) != 0 ||
+	    (r = pkt_get_string(c, &gids, &glen)) != 0 || ulen % 4 != 0 ||
+	    glen % 4 != 0)
+		return PARSE_ERROR;
+	debug("process_extended_get_users_groups_by_id: uids len = %u, "
+	    "gids len = %u", ulen, glen);
+	queued(pkt_begin(oq, &rep, SSH_FXP_EXTENDED_REPLY));
+	queued(pkt_put_u32(oq, id));
+	attrs_lookup_budget(ID_LOOKUPS_MAX);
+	r = put_names(uids, ulen, 0, &nusers);
+	if (r == 0)
+		r = put_names(gids, glen, 1, &ngroups);
+	attrs_lookup_budget(ATTRS_LOOKUPS_UNLIMITED);
+	if (r != 0) {
+		/* More names than one message holds. */
+		pkt_cancel(oq, &rep);
+		return SSH_FX_FAILURE;
+	}
+	verbose("users-groups-by-id: %u users, %u groups", nusers, ngroups);
+	return reply_end(&rep);
+}
+
+/*
+ * The digests of check-file, read with read_full() as READ reads: one over
+ * the range [off, off + len), or one per block of bs bytes (the last one
+ * shorter).  The reply is the EXTENDED_REPLY of the draft: "check-file",
+ * the algorithm's name, then the digests one after another.
+ */
+static uint32_t
+check_file(uint32_t id, int fd, const uint8_t *algs, uint32_t alen,
+    uint64_t off, uint64_t len, uint32_t bs)
+{
+	const struct digest_algo *algo;
+	struct digest_ctx ctx;
+	uint8_t md[DIGEST_MAX_LEN], *buf;
+	struct reply rep;
+	struct stat st;
+	uint64_t nblocks, block, left, pos = off;
+	size_t want;
+	ssize_t n;
+	int e;
+
+	if ((algo = digest_select((const char *)algs, alen)) == NULL)
+		return SSH_FX_OP_UNSUPPORTED;
+	if (bs != 0 && bs < CHECK_BLOCK_MIN)
+		return SSH_FX_BAD_MESSAGE;
+	if (fstat(fd, &st) == -1)
+		return errno_to_status(errno);
+	if (!S_ISREG(st.st_mode))
+		return SSH_FX_FAILURE;
+	/* A range that reaches past the end of the file: EOF, as the draft. */
+	if (off > (uint64_t)st.st_size ||
+	    (len != 0 && len > (uint64_t)st.st_size - off))
+		return SSH_FX_EOF;
+	if (len == 0)
+		len = (uint64_t)st.st_size - off;
+	block = bs == 0 ? len : bs;
+	nblocks = bs == 0 ? 1 : len / bs + (len % bs != 0);
+	if (nblocks > (SFTP_MAX_MSG - 1024) / digest_len(algo))
+		return SSH_FX_FAILURE;	/* the digests would not fit a reply */
+	buf = mmap(NULL, CHECK_CHUNK, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		return SSH_FX_FAILURE;
+	queued(pkt_begin(oq, &rep, SSH_FXP_EXTENDED_REPLY));
+	queued(pkt_put_u32(oq, id));
+	queued(pkt_put_cstring(oq, "check-file"));
+	queued(pkt_put_cstring(oq, digest_name(algo)));
+	for (uint64_t i = 0; i < nblocks; i++) {
+		digest_init(&ctx, algo);
+		left = len - (pos - off) < block ? len - (pos - off) : block;
+		while (left > 0) {
+			want = left < CHECK_CHUNK ? (size_t)left : CHECK_CHUNK;
+			if ((n = read_full(fd, buf, want, (off_t)pos)) <= 0) {
+				/* An error, or the file shrank meanwhile. */
+				e = n == 0 ? 0 : errno;
+				pkt_cancel(oq, &rep);
+				(void)munmap(buf, CHECK_CHUNK);
+				return e == 0 ? SSH_FX_EOF : errno_to_status(e);
+			}
+			digest_update(&ctx, buf, (size_t)n);
+			pos += (uint64_t)n;
+			left -= (uint64_t)n;
+		}
+		digest_final(&ctx, md);
+		queued(pkt_put_raw(oq, md, digest_len(algo)));
+	}
+	(void)munmap(buf, CHECK_CHUNK);
+	debug("request %u: sent check-file %s, %llu digests", id,
+	    digest_name(algo), (unsigned long long)nblocks);
+	return reply_end(&rep);
+}
+
+/* The fields of check-file after the handle or name. */
+static int
+get_check_fields(struct cursor *c, const uint8_t **algs, uint32_t *alen,
+    uint64_t *off, uint64_t *len, uint32_t *bs)
+{
+	int r;
+
+	if ((r = pkt_get_string(c, algs, alen)) != 0 ||
+	    (r = pkt_get_u64(c, off)) != 0 || (r = pkt_get_u64(c, len)) != 0 ||
+	    (r = pkt_get_u32(c, bs)) != 0)
+		return r;
+	return 0;
+}
+
+/*
+ * uint32 id, string "check-file-handle" (or "check-file", as paramiko
+ * names it), string handle, string hash-algorithm-list,
+ * uint64 start-offset, uint64 length, uint32 block-size
+ *
+ * The handle must be open for reading: PERMISSION_DENIED otherwise.
+ */
+static uint32_t
+process_ext_check_file_handle(uint32_t id, struct cursor *c)
+{
+	const uint8_t *algs;
+	struct handle *h;
+	uint64_t off, len;
+	uint32_t alen, bs;
+	int r;
+
+	h = get_handle(c, HANDLE_FILE, &r);
+	if (r != 0 || get_check_fields(c, &algs, &alen, &off, &len, &bs) != 0)
+		return PARSE_ERROR;
+	debug("request %u: check-file \"%s\" (handle %d) off %llu len %llu "
+	    "block %u", id, handle_name(h), handle_index(h),
+	    (unsigned long long)off, (unsigned long long)len, bs);
+	if (h == NULL)
+		return SSH_FX_FAILURE;
+	verbose("check-file \"%s\"", h->path);
+	if ((h->flags & O_ACCMODE) == O_WRONLY)
+		return SSH_FX_PERMISSION_DENIED;
+	return check_file(id, h->fd, algs, alen, off, len, bs);
+}
+
+/*
+ * uint32 id, string "check-file-name", string filename,
+ * string hash-algorithm-list, uint64 start-offset, uint64 length,
+ * uint32 block-size
+ *
+ * The file is opened for reading, following a symlink, as OPEN does.
+ */
+static uint32_t
+process_ext_check_file_name(uint32_t id, struct cursor *c)
+{
+	const uint8_t *algs;
+	uint64_t off, len;
+	uint32_t alen, bs, status;
+	int fd;
+
+	if (pkt_get_path(c, path1, sizeof path1) != 0 ||
+	    get_check_fields(c, &algs, &alen, &off, &len, &bs) != 0)
+		return PARSE_ERROR;
+	debug("request %u: check-file-name \"%s\" off %llu len %llu "
+	    "block %u", id, path1, (unsigned long long)off,
+	    (unsigned long long)len, bs);
+	verbose("check-file \"%s\"", path1);
+	if ((fd = fs_open(path1, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1)
+		return errno_to_status(errno);
+	status = check_file(id, fd, algs, alen, off, len, bs);
+	(void)close(fd);
+	return status;
+}
+
+static struct request *
+ext_by_name(const uint8_t *name, uint32_t len)
+{
+	for (size_t i = 0; i < NREQUESTS; i++) {
+		if (requests[i].ext_name != NULL &&
+		    strlen(requests[i].ext_name) == len &&
+		    memcmp(requests[i].ext_name, name, len) == 0)
+			return &requests[i];
+	}
+	return NULL;
+}
+
+/*
+ * The request behind the type byte and id, or NULL with the status to send.
+ */
+static const struct request *
+find_request(uint8_t type, uint32_t id, struct cursor *c, uint32_t *statusp)
+{
+	const struct request *rq;
+	const uint8_t *name;
+	uint32_t len;
+
+	if (type != SSH_FXP_EXTENDED) {
+		if ((rq = by_type[type]) == NULL) {
+			error("Unknown message %u", type);
+			*statusp = SSH_FX_OP_UNSUPPORTED;
+		}
+		return rq;
+	}
+	if (pkt_get_string(c, &name, &len) != 0) {
+		error("extended: bad message in request %u", id);
+		*statusp = SSH_FX_BAD_MESSAGE;
+		return NULL;
+	}
+	if ((rq = ext_by_name(name, len)) == NULL) {
+		error("Unknown extended request \"%.*s\"",
+		    (int)(len > 100 ? 100 : len), (const char *)name);
+		*statusp = SSH_FX_OP_UNSUPPORTED;
+	}
+	return rq;
+}
+
+/*
+ * One request: every request gets exactly one reply.  Unlike OpenSSH, an
+ * unknown packet type is answered with OP_UNSUPPORTED (OpenSSH says
+ * nothing and the client waits forever), and a request whose fields do not
+ * parse gets BAD_MESSAGE instead of ending the session.
+ */
+int
+requests_process(struct cursor *c)
+{
+	const struct request *rq;
+	uint32_t id, status;
+	uint64_t before = oq->nreplies;
+	uint8_t type;
+
+	if (pkt_get_u8(c, &type) != 0)
+		abort();	/* ibuf_next() never yields an empty body */
+	if (type == SSH_FXP_INIT) {
+		init_done = 1;
+		return process_init(c);
+	}
+	if (!init_done) {
+		error("Received %u request before init", type);
+		return SESSION_FATAL;
+	}
+	if (pkt_get_u32(c, &id) != 0) {
+		id = 0;
+		error("request: bad message in request %u", id);
+		status = SSH_FX_BAD_MESSAGE;
+	} else if ((rq = find_request(type, id, c, &status)) == NULL) {
+		/* status says why */
+	} else if (!request_permitted(rq)) {
+		status = SSH_FX_PERMISSION_DENIED;
+	} else if ((status = rq->handler(id, c)) == PARSE_ERROR) {
+		error("%s: bad message in request %u", rq->name, id);
+		status = SSH_FX_BAD_MESSAGE;
+	}
+	if (status != REPLIED)
+		(void)reply_status(id, status, NULL);
+	if (broken || oq->nreplies != before + 1) {
+		error("internal error: %s", broken ? "reply does not fit the "
+		    "queue" : "not one reply to a request");
+		return SESSION_BROKEN;
+	}
+	return 0;
+}
+
+int
+requests_init(const struct session *s, struct oqueue *q)
+{
+	ss = s;
+	oq = q;
+	init_done = broken = 0;
+	for (size_t i = 0; i < NREQUESTS; i++)
+		if (requests[i].ext_name == NULL)
+			by_type[requests[i].type] = &requests[i];
+	return handle_table_init(&handles, handle_limit());
+}
+
+void
+requests_close_all(void)
+{
+	struct handle *h;
+
+	for (uint32_t i = 0; i < handles.fresh; i++) {
+		if ((h = handle_at(&handles, i)) == NULL)
+			continue;
+		log_close(h, "forced");
+		(void)close_handle(h);
+	}
+}
+
+void
+requests_print_names(void)
+{
+	/* Rows of one name (check-file's three) are next to each other. */
+	for (size_t i = 0; i < NREQUESTS; i++)
+		if (i == 0 || strcmp(requests[i].name, requests[i - 1].name) != 0)
+			printf("%s\n", requests[i].name);
+}
+
+#ifdef SFTP_FUZZ
+void
+requests_free(void)
+{
+	handle_table_free(&handles);
+}
+#endif

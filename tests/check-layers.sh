@@ -1,0 +1,51 @@
+#!/bin/sh
+# The layers of the server, and the one rule between them: a file includes
+# only headers of a layer below its own (and its own header).  Prints one
+# line per file and "N passed, M failed"; exits 1 on an upward include.
+#
+#   4  sftp-server-main.c                          main()
+#   3  sftp-server.c sftp-server.h                 options, setup, the loop
+#   2  requests.c requests.h                       table, dispatch, handlers
+#   1  fs attrib handles path pipes                the file system, attributes,
+#                                                  handles, expansions, pipes
+#   0  packet log sys-gnu digest                   the wire, logging, GNU calls,
+#                                                  digests
+cd "$(dirname "$0")/.." || exit 1
+
+layer() {
+    case ${1%.[ch]} in
+    sftp-server-main) echo 4 ;;
+    sftp-server) echo 3 ;;
+    requests) echo 2 ;;
+    fs | attrib | handles | path | pipes) echo 1 ;;
+    packet | log | sys-gnu | digest) echo 0 ;;
+    *) echo "" ;;
+    esac
+}
+
+pass=0 fail=0
+for f in *.c *.h; do
+    mine=$(layer "$f")
+    if [ -z "$mine" ]; then
+        echo "FAIL - $f: in no layer (add it to tests/check-layers.sh)"
+        fail=$((fail + 1))
+        continue
+    fi
+    bad=""
+    for inc in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f"); do
+        [ "${inc%.h}" = "${f%.[ch]}" ] && continue
+        theirs=$(layer "$inc")
+        if [ -z "$theirs" ] || [ "$theirs" -ge "$mine" ]; then
+            bad="$bad $inc"
+        fi
+    done
+    if [ -n "$bad" ]; then
+        echo "FAIL - $f (layer $mine) includes a layer not below it:$bad"
+        fail=$((fail + 1))
+    else
+        echo "ok - $f (layer $mine)"
+        pass=$((pass + 1))
+    fi
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
