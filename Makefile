@@ -23,13 +23,14 @@ PYTHON ?= /usr/bin/python3
 
 # The server without main(): the fuzz harness links these.
 LIB_SRCS = sftp-server.c requests.c packet.c handles.c attrib.c log.c path.c \
-	fs.c pipes.c digest.c sys-gnu.c
+	fs.c pipes.c digest.c xferlog.c sys-gnu.c
 SRCS = sftp-server-main.c $(LIB_SRCS)
 HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
-	fs.h pipes.h digest.h sys-gnu.h
+	fs.h pipes.h digest.h xferlog.h sys-gnu.h
 OBJS = $(SRCS:.c=.o)
 
-UNIT_TESTS = tests/test_packet tests/test_handles tests/test_attrib tests/test_digest
+UNIT_TESTS = tests/test_packet tests/test_handles tests/test_attrib tests/test_digest \
+	tests/test_xferlog
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -84,6 +84,10 @@ handle_new(struct handle_table *t, enum handle_kind kind, const char *path)
 	h->dir = NULL;
 	h->flags = 0;
 	h->bytes_read = h->bytes_written = 0;
+	h->first_off = UINT64_MAX;
+	h->last_off = 0;
+	h->io_errno = 0;
+	h->pflags = 0;
 	len = strlen(path);
 	if (len >= sizeof h->path)
 		len = sizeof h->path - 1;

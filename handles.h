@@ -37,8 +37,12 @@ struct handle {
 	int fd;			/* file, or the descriptor of dir */
 	DIR *dir;
 	int flags;		/* open(2) flags of a file */
+	uint32_t pflags;	/* the client's SSH_FXF_* flags */
 	uint64_t bytes_read;
 	uint64_t bytes_written;
+	uint64_t first_off;	/* lowest byte read or written, or UINT64_MAX */
+	uint64_t last_off;	/* one past the highest */
+	int io_errno;		/* the first read or write error, or 0 */
 	struct timespec opened;
 	char path[PATH_MAX];	/* as the client named it, for logging */
 };

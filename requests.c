@@ -35,6 +35,7 @@
 #include "path.h"
 #include "requests.h"
 #include "sys-gnu.h"
+#include "xferlog.h"
 
 #define SFTP_VERSION	3
 /* READDIR answers at most this many names, as OpenSSH. */
@@ -156,6 +157,8 @@ static struct request requests[] = {
 };
 /* clang-format on */
 #define NREQUESTS	(sizeof requests / sizeof requests[0])
+
+static void string_from_portable(uint32_t, char *, size_t);
 
 /* Requests by packet type, filled from the table at start. */
 static struct request *by_type[256];
@@ -306,18 +309,83 @@ log_close(struct handle *h, const char *emsg)
 	}
 }
 
-/* Closes what the handle holds and frees its slot; 0 or -1 with errno. */
-static int
-close_handle(struct handle *h)
+/* A file's transfer, closed with result r (errno e), in the transfer log. */
+static void
+xfer_close(const struct handle *h, int r, int e, int forced)
 {
-	int r;
+	struct xfer_event ev = XFER_EVENT("close");
+	char fl[64];
+
+	string_from_portable(h->pflags, fl, sizeof fl);
+	ev.path = h->path;
+	ev.flags = fl;
+	ev.bytes_read = h->bytes_read;
+	ev.bytes_written = h->bytes_written;
+	if (h->first_off != UINT64_MAX) {
+		ev.first_offset = h->first_off;
+		ev.last_offset = h->last_off;
+	}
+	ev.opened = &h->opened;
+	ev.forced = forced;
+	if (h->io_errno != 0)
+		ev.result = strerror(h->io_errno);
+	else
+		ev.result = r == -1 ? strerror(e) : "ok";
+	xferlog_write(&ev);
+}
+
+/*
+ * Closes what the handle holds, logs a file's transfer and frees its slot.
+ * Returns 0, or -1 with errno.
+ */
+static int
+close_handle(struct handle *h, int forced)
+{
+	int r, e;
 
 	if (h->kind == HANDLE_FILE)
 		r = close(h->fd);
 	else
 		r = closedir(h->dir);
+	e = errno;
+	if (h->kind == HANDLE_FILE)
+		xfer_close(h, r, e, forced);
 	handle_release(&handles, h);
+	errno = e;
 	return r;
+}
+
+/* n bytes read or written at off: the range the transfer log reports. */
+static void
+track(struct handle *h, uint64_t off, uint64_t n)
+{
+	if (n == 0)
+		return;
+	if (off < h->first_off)
+		h->first_off = off;
+	if (off + n > h->last_off)
+		h->last_off = off + n;
+}
+
+/* A change to the file system, with the status it got, in the log. */
+static uint32_t
+logged(struct xfer_event *ev, uint32_t status)
+{
+	ev->result = status == SSH_FX_OK ? "ok" : pkt_status_message(status);
+	xferlog_write(ev);
+	return status;
+}
+
+/* The same for a path, and another path or none. */
+static uint32_t
+logged_paths(const char *event, const char *path, const char *target,
+    uint32_t status)
+{
+	struct xfer_event ev = XFER_EVENT(event);
+
+	ev.path = path;
+	ev.target = target;
+	return logged(&ev, status);
 }
 
 /* Entries OpenSSH's match_list() reads from a list, as its MAX_PROP. */
@@ -512,6 +580,7 @@ process_open(uint32_t id, struct cursor *c)
 	} else {
 		h->fd = fd;
 		h->flags = flags;
+		h->pflags = pflags;
 		(void)clock_gettime(CLOCK_MONOTONIC, &h->opened);
 		return reply_handle(id, h);
 	}
@@ -534,7 +603,7 @@ process_close(uint32_t id, struct cursor *c)
 		return SSH_FX_NO_SUCH_FILE;
 	}
 	log_close(h, NULL);
-	return status_of(close_handle(h));
+	return status_of(close_handle(h, 0));
 }
 
 /*
@@ -619,6 +688,8 @@ process_read(uint32_t id, struct cursor *c)
 		pkt_cancel(oq, &rep);
 		error("process_read: read \"%.100s\": %s", h->path,
 		    strerror(e));
+		if (h->io_errno == 0)
+			h->io_errno = e;
 		return errno_to_status(e);
 	}
 	if (n == 0 && len > 0) {
@@ -628,6 +699,7 @@ process_read(uint32_t id, struct cursor *c)
 	pkt_data_end(oq, &rep, (size_t)n);
 	debug("request %u: sent data len %d", id, (int)n);
 	h->bytes_read += (uint64_t)n;
+	track(h, off, (uint64_t)n);
 	return REPLIED;
 }
 
@@ -689,6 +761,10 @@ process_write(uint32_t id, struct cursor *c)
 		status = errno_to_status(errno);
 		error("process_write: write \"%.100s\": %s", h->path,
 		    strerror(errno));
+		if (h->io_errno == 0)
+			h->io_errno = errno;
+	} else if (!(h->flags & O_APPEND)) {
+		track(h, off, len);
 	}
 	return status;
 }
@@ -769,10 +845,24 @@ log_modtime(const char *name, uint32_t mtime)
  * or not (follow); LSETSTAT never brings a size.
  */
 static uint32_t
-apply_attrs(const char *name, int fd, int follow, const struct sftp_attrs *a)
+apply_attrs(const char *event, const char *name, int fd, int follow,
+    const struct sftp_attrs *a)
 {
+	struct xfer_event ev = XFER_EVENT(event);
 	struct timespec ts[2];
 	uint32_t status = SSH_FX_OK;
+
+	ev.path = name;
+	if (a->flags & SSH_FILEXFER_ATTR_SIZE)
+		ev.size = a->size;
+	if (a->flags & SSH_FILEXFER_ATTR_PERMISSIONS)
+		ev.mode = a->perm & 07777;
+	if (a->flags & SSH_FILEXFER_ATTR_UIDGID) {
+		ev.uid = a->uid;
+		ev.gid = a->gid;
+	}
+	if (a->flags & SSH_FILEXFER_ATTR_ACMODTIME)
+		ev.mtime = a->mtime;
 
 	if (a->flags & SSH_FILEXFER_ATTR_SIZE) {
 		logit("set \"%s\" size %llu", name,
@@ -807,7 +897,7 @@ apply_attrs(const char *name, int fd, int follow, const struct sftp_attrs *a)
 		    fchown(fd, a->uid, a->gid)) == -1)
 			status = errno_to_status(errno);
 	}
-	return status;
+	return logged(&ev, status);
 }
 
 /* uint32 id, string path, ATTRS attrs */
@@ -821,7 +911,7 @@ process_setstat(uint32_t id, struct cursor *c)
 	    (r = pkt_get_attrs(c, &a)) != 0)
 		return PARSE_ERROR;
 	debug("request %u: setstat name \"%s\"", id, path1);
-	return apply_attrs(path1, -1, 1, &a);
+	return apply_attrs("setstat", path1, -1, 1, &a);
 }
 
 /* uint32 id, string handle, ATTRS attrs */
@@ -838,7 +928,7 @@ process_fsetstat(uint32_t id, struct cursor *c)
 	debug("request %u: fsetstat handle %d", id, handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
-	return apply_attrs(h->path, h->fd, 1, &a);
+	return apply_attrs("fsetstat", h->path, h->fd, 1, &a);
 }
 
 /* uint32 id, string path */
@@ -926,13 +1016,14 @@ process_remove(uint32_t id, struct cursor *c)
 	debug3("request %u: remove", id);
 	logit("remove name \"%s\"", path1);
 	r = fs_unlink(path1);
-	return status_of(r);
+	return logged_paths("remove", path1, NULL, status_of(r));
 }
 
 /* uint32 id, string path, ATTRS attrs */
 static uint32_t
 process_mkdir(uint32_t id, struct cursor *c)
 {
+	struct xfer_event ev = XFER_EVENT("mkdir");
 	struct sftp_attrs a;
 	mode_t mode;
 	int r;
@@ -945,7 +1036,9 @@ process_mkdir(uint32_t id, struct cursor *c)
 	debug3("request %u: mkdir", id);
 	logit("mkdir name \"%s\" mode 0%o", path1, (unsigned)mode);
 	r = fs_mkdir(path1, mode);
-	return status_of(r);
+	ev.path = path1;
+	ev.mode = mode;
+	return logged(&ev, status_of(r));
 }
 
 /* uint32 id, string path */
@@ -959,7 +1052,7 @@ process_rmdir(uint32_t id, struct cursor *c)
 	debug3("request %u: rmdir", id);
 	logit("rmdir name \"%s\"", path1);
 	r = fs_rmdir(path1);
-	return status_of(r);
+	return logged_paths("rmdir", path1, NULL, status_of(r));
 }
 
 /* uint32 id, string path */
@@ -1034,7 +1127,8 @@ process_rename(uint32_t id, struct cursor *c)
 		return PARSE_ERROR;
 	debug3("request %u: rename", id);
 	logit("rename old \"%s\" new \"%s\"", path1, path2);
-	return rename_noreplace(path1, path2);
+	return logged_paths("rename", path1, path2,
+	    rename_noreplace(path1, path2));
 }
 
 /* uint32 id, string path */
@@ -1071,7 +1165,7 @@ process_symlink(uint32_t id, struct cursor *c)
 	debug3("request %u: symlink", id);
 	logit("symlink old \"%s\" new \"%s\"", path1, path2);
 	r = fs_symlink(path1, path2);
-	return status_of(r);
+	return logged_paths("symlink", path2, path1, status_of(r));
 }
 
 /* uint32 id, string "posix-rename@openssh.com", string old, string new */
@@ -1086,7 +1180,7 @@ process_ext_posix_rename(uint32_t id, struct cursor *c)
 	debug3("request %u: posix-rename", id);
 	logit("posix-rename old \"%s\" new \"%s\"", path1, path2);
 	r = fs_rename(path1, path2, 0);
-	return status_of(r);
+	return logged_paths("posix-rename", path1, path2, status_of(r));
 }
 
 static uint32_t
@@ -1161,7 +1255,7 @@ process_ext_hardlink(uint32_t id, struct cursor *c)
 	debug3("request %u: hardlink", id);
 	logit("hardlink old \"%s\" new \"%s\"", path1, path2);
 	r = fs_link(path1, path2);
-	return status_of(r);
+	return logged_paths("hardlink", path2, path1, status_of(r));
 }
 
 /* uint32 id, string "fsync@openssh.com", string handle */
@@ -1200,7 +1294,7 @@ process_ext_lsetstat(uint32_t id, struct cursor *c)
 	debug("request %u: lsetstat name \"%s\"", id, path1);
 	if (a.flags & SSH_FILEXFER_ATTR_SIZE)
 		return SSH_FX_BAD_MESSAGE;
-	return apply_attrs(path1, -1, 0, &a);
+	return apply_attrs("lsetstat", path1, -1, 0, &a);
 }
 
 /* uint32 id, string "limits@openssh.com" */
@@ -1776,7 +1870,7 @@ requests_close_all(void)
 		if ((h = handle_at(&handles, i)) == NULL)
 			continue;
 		log_close(h, "forced");
-		(void)close_handle(h);
+		(void)close_handle(h, 1);
 	}
 }
 

@@ -35,6 +35,7 @@
 #include "pipes.h"
 #include "requests.h"
 #include "sftp-server.h"
+#include "xferlog.h"
 
 /*
  * A session with nothing to do for this long gives back what a transfer
@@ -52,6 +53,7 @@
 /* The options, as parse_options() reads them. */
 struct options {
 	const char *dir;	/* -d, or NULL */
+	const char *xferlog;	/* -L, or NULL */
 	const char *root;	/* -r, or NULL */
 	int level;		/* -l */
 	int facility;		/* -f */
@@ -80,6 +82,21 @@ jmp_buf sftp_fuzz_exit;
 int sftp_fuzz_status;
 #endif
 
+/* The start or end of the session in the transfer log. */
+static void
+log_session(const char *event)
+{
+	static struct timespec started;
+	struct xfer_event ev = XFER_EVENT(event);
+
+	if (started.tv_sec == 0 && started.tv_nsec == 0)
+		(void)clock_gettime(CLOCK_MONOTONIC, &started);
+	else
+		ev.opened = &started;	/* the end: how long it lasted */
+	ev.result = "ok";
+	xferlog_write(&ev);
+}
+
 /* Ends the session: every handle closed (and logged), then the process. */
 static void
 cleanup_exit(int status)
@@ -88,6 +105,7 @@ cleanup_exit(int status)
 
 	(void)oq_flush(&oq, STDOUT_FILENO);
 	requests_close_all();
+	log_session("session-close");
 	logit("session closed for local user %s from [%s]", user_name,
 	    client_addr);
 	errno = saved;
@@ -214,7 +232,7 @@ usage(void)
 {
 	fprintf(stderr,
 	    "usage: %s [-ehR] [-d start_directory] [-f log_facility] "
-	    "[-l log_level]\n\t[-P denied_requests] "
+	    "[-l log_level]\n\t[-L transfer_log] [-P denied_requests] "
 	    "[-p allowed_requests] [-r root_directory] [-u umask]\n"
 	    "       %s -Q protocol_feature\n", progname, progname);
 	exit(EXIT_SETUP);
@@ -351,7 +369,7 @@ parse_options(int argc, char **argv, struct options *o)
 
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt(argc, argv, "d:f:l:P:p:Q:r:u:cehR")) != -1) {
+	while ((ch = getopt(argc, argv, "d:f:L:l:P:p:Q:r:u:cehR")) != -1) {
 		switch (ch) {
 		case 'Q':
 			if (strcasecmp(optarg, "requests") != 0) {
@@ -372,6 +390,9 @@ parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'r':
 			o->root = optarg;
+			break;
+		case 'L':
+			o->xferlog = optarg;
 			break;
 		case 'e':
 			o->on_stderr = 1;
@@ -432,8 +453,8 @@ find_client(void)
 int
 sftp_server_main(int argc, char **argv)
 {
-	struct options o = { NULL, NULL, LOG_LEVEL_ERROR, LOG_AUTH, 0 };
-	static char startdir[PATH_MAX], rootdir[PATH_MAX];
+	struct options o = { NULL, NULL, NULL, LOG_LEVEL_ERROR, LOG_AUTH, 0 };
+	static char startdir[PATH_MAX], rootdir[PATH_MAX], logpath[PATH_MAX];
 
 	memset(&sess, 0, sizeof sess);
 	sanitise_stdfd();
@@ -448,6 +469,8 @@ sftp_server_main(int argc, char **argv)
 		expand_dir(o.dir, startdir, sizeof startdir);
 	if (o.root != NULL)
 		expand_dir(o.root, rootdir, sizeof rootdir);
+	if (o.xferlog != NULL)
+		expand_dir(o.xferlog, logpath, sizeof logpath);
 
 	/* As OpenSSH's log_init(): a bad level or facility that stuck. */
 	if (o.level == LOG_LEVEL_NOT_SET) {
@@ -476,6 +499,11 @@ sftp_server_main(int argc, char **argv)
 	find_client();
 	logit("session opened for local user %s from [%s]", user_name,
 	    client_addr);
+	/* Before -r: the log lives outside the root. */
+	if (o.xferlog != NULL && xferlog_open(logpath) == -1)
+		error("transfer log \"%s\": %s", logpath, strerror(errno));
+	xferlog_session(user_name, getenv("SSH_CONNECTION"));
+	log_session("session-open");
 	sess.user_name = user_name;
 	sess.user_home = user_home;
 	if (ibuf_init(&ib, IBUF_SOFT) == -1 || oq_init(&oq, OQ_SIZE) == -1 ||

@@ -7,7 +7,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 export SFTP_SERVER=${1:-${SFTP_SERVER:-$PWD/sftp-server}}
 PYTHON=${PYTHON:-/usr/bin/python3}
-SUITES=${SUITES:-"raw hostile confine race guarantees sftp confine-sftp parity sshd"}
+SUITES=${SUITES:-"raw hostile confine race guarantees sftp confine-sftp parity sshd xferlog"}
 
 total_pass=0 total_fail=0 total_skip=0 broken=""
 for s in $SUITES; do
@@ -21,6 +21,7 @@ for s in $SUITES; do
     confine-sftp) cmd=(tests/run-confine.sh) ;;
     parity)       cmd=(tests/run-parity.sh) ;;
     sshd)         cmd=(tests/run-sshd.sh) ;;
+    xferlog)      cmd=(tests/run-xferlog.sh) ;;
     *)            echo "run-all: unknown suite $s" >&2; exit 2 ;;
     esac
     if [ ! -e "${cmd[-1]}" ] && [ ! -e "${cmd[0]}" ]; then

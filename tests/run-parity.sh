@@ -244,10 +244,11 @@ cli() {
     done
     local part msg ref
     local parts="rc out err"
-    # Documented exception: -r (confinement) is this server's own option,
-    # so its usage text names it and OpenSSH's does not.
+    # Documented exception: -r (confinement) and -L (the transfer log) are
+    # this server's own options, so its usage text names them and
+    # OpenSSH's does not.
     if [ -z "${CLI_OWN_USAGE:-}" ]; then
-        sed 's/ \[-r root_directory\]//' "$RES/cli.test.err" > "$RES/cli.test.err.tmp" &&
+        sed 's/ \[-r root_directory\]//; s/\[-L transfer_log\] //' "$RES/cli.test.err" > "$RES/cli.test.err.tmp" &&
             mv "$RES/cli.test.err.tmp" "$RES/cli.test.err"
     fi
     [ -n "${CLI_SYSLOG:-}" ] && parts="$parts syslog"

@@ -2124,6 +2124,22 @@ def test_check_file_errors(ctx):
                       SSH_FX_PERMISSION_DENIED, "-P check-file: " + name)
 
 
+@test
+def test_transfer_log_write_failure_fails_no_request(ctx):
+    # /dev/full: every write of the log fails with ENOSPC.
+    srv = ctx.server(["-e", "-L", "/dev/full"])
+    h = srv.open("f", SSH_FXF_WRITE | SSH_FXF_CREAT)
+    expect_status(srv.call(req_write(h, 0, b"data")), SSH_FX_OK, "WRITE")
+    expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    expect_status(srv.call(req_mkdir("d")), SSH_FX_OK, "MKDIR")
+    expect_status(srv.call(req_rmdir("d")), SSH_FX_OK, "RMDIR")
+    expect_eq("exit status", srv.close(), 0)
+    err = srv.stderr_output()
+    expect_eq("reports of the failed log", err.count(b"transfer log:"), 1)
+    expect(b"No space left on device" in err, "no reason given: %r" % err)
+    expect_eq("file", ctx.read("f"), b"data")
+
+
 # ---------------------------------------------------------------------------
 # Runner
 

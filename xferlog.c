@@ -1,0 +1,252 @@
+/*
+ * The transfer log: JSON lines built in one buffer and written with one
+ * write(2) on a descriptor opened with O_APPEND, which the kernel appends
+ * whole for every writer of the file.
+ */
+#include <sys/types.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "xferlog.h"
+
+/* Two escaped paths of PATH_MAX bytes (6 bytes a byte at worst) and more. */
+#define LINE_MAX_BYTES	(64 * 1024)
+
+static int log_fd = -1;
+static int failed;		/* a write failed: reported once */
+static const char *user = "";
+static char addr[64], port[16];
+static char linebuf[LINE_MAX_BYTES];
+
+int
+xferlog_open(const char *path)
+{
+	log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+	    O_NOCTTY | O_NONBLOCK, 0600);
+	return log_fd == -1 ? -1 : 0;
+}
+
+int
+xferlog_enabled(void)
+{
+	return log_fd != -1;
+}
+
+void
+xferlog_session(const char *u, const char *connection)
+{
+	size_t n;
+
+	user = u;
+	addr[0] = port[0] = '\0';
+	if (connection == NULL)
+		return;
+	n = strcspn(connection, " ");
+	(void)snprintf(addr, sizeof addr, "%.*s", (int)n, connection);
+	connection += n + (connection[n] == ' ');
+	n = strcspn(connection, " ");
+	(void)snprintf(port, sizeof port, "%.*s", (int)n, connection);
+}
+
+/* The length of the valid UTF-8 sequence at s (1 to 4), or 0. */
+static size_t
+utf8_len(const unsigned char *s)
+{
+	size_t n, i;
+	unsigned long cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		n = 2;
+		cp = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		n = 3;
+		cp = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		n = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and code points past U+10FFFF. */
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return n;
+}
+
+/* Appends len bytes of s; -1 when they do not fit. */
+static int
+put(char *buf, size_t size, size_t *off, const char *s, size_t len)
+{
+	if (len > size - *off)
+		return -1;
+	memcpy(buf + *off, s, len);
+	*off += len;
+	return 0;
+}
+
+int
+xferlog_json_string(char *buf, size_t size, size_t *off, const char *name)
+{
+	const unsigned char *s = (const unsigned char *)name;
+	char esc[8];
+	size_t n;
+
+	if (put(buf, size, off, "\"", 1) == -1)
+		return -1;
+	while (*s != '\0') {
+		if (*s == '"' || *s == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)*s;
+			n = 2;
+		} else if (*s == '\n' || *s == '\r' || *s == '\t') {
+			esc[0] = '\\';
+			esc[1] = *s == '\n' ? 'n' : *s == '\r' ? 'r' : 't';
+			n = 2;
+		} else if (*s < 0x20 || *s == 0x7f) {
+			n = (size_t)snprintf(esc, sizeof esc, "\\u%04x", *s);
+		} else if ((n = utf8_len(s)) != 0) {
+			if (put(buf, size, off, (const char *)s, n) == -1)
+				return -1;
+			s += n;
+			continue;
+		} else {
+			n = (size_t)snprintf(esc, sizeof esc, "\\udc%02x", *s);
+		}
+		if (put(buf, size, off, esc, n) == -1)
+			return -1;
+		s++;
+	}
+	return put(buf, size, off, "\"", 1);
+}
+
+/* Appends ,"key":value with printf's format. */
+static int __attribute__((format(printf, 4, 5)))
+put_fmt(size_t *off, const char *key, int quoted, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(linebuf + *off, sizeof linebuf - *off, ",\"%s\":%s", key,
+	    quoted ? "\"" : "");
+	if (n < 0 || (size_t)n >= sizeof linebuf - *off)
+		return -1;
+	*off += (size_t)n;
+	va_start(ap, fmt);
+	n = vsnprintf(linebuf + *off, sizeof linebuf - *off, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof linebuf - *off)
+		return -1;
+	*off += (size_t)n;
+	return quoted ? put(linebuf, sizeof linebuf, off, "\"", 1) : 0;
+}
+
+/* Appends ,"key":"string", escaped. */
+static int
+put_str(size_t *off, const char *key, const char *s)
+{
+	char head[32];
+	int n;
+
+	n = snprintf(head, sizeof head, ",\"%s\":", key);
+	if (n < 0 || (size_t)n >= sizeof head ||
+	    put(linebuf, sizeof linebuf, off, head, (size_t)n) == -1)
+		return -1;
+	return xferlog_json_string(linebuf, sizeof linebuf, off, s);
+}
+
+/* Appends ,"key":number unless it is XFER_NONE. */
+static int
+put_num(size_t *off, const char *key, uint64_t v)
+{
+	if (v == XFER_NONE)
+		return 0;
+	return put_fmt(off, key, 0, "%llu", (unsigned long long)v);
+}
+
+/* The fields of e after "time" and "session". */
+static int
+put_event(size_t *off, const struct xfer_event *e)
+{
+	struct timespec now;
+	double secs;
+
+	if (put_str(off, "user", user) == -1 ||
+	    (addr[0] != '\0' && put_str(off, "client", addr) == -1) ||
+	    (port[0] != '\0' && port[strspn(port, "0123456789")] == '\0' &&
+	    put_fmt(off, "port", 0, "%s", port) == -1) ||
+	    put_str(off, "event", e->event) == -1 ||
+	    (e->path != NULL && put_str(off, "path", e->path) == -1) ||
+	    (e->target != NULL && put_str(off, "target", e->target) == -1) ||
+	    (e->flags != NULL && put_str(off, "flags", e->flags) == -1) ||
+	    put_num(off, "bytes_read", e->bytes_read) == -1 ||
+	    put_num(off, "bytes_written", e->bytes_written) == -1 ||
+	    put_num(off, "first_offset", e->first_offset) == -1 ||
+	    put_num(off, "last_offset", e->last_offset) == -1 ||
+	    (e->mode != XFER_NONE &&
+	    put_fmt(off, "mode", 1, "%04llo", (unsigned long long)e->mode) ==
+	    -1) ||
+	    put_num(off, "size", e->size) == -1 ||
+	    put_num(off, "uid", e->uid) == -1 ||
+	    put_num(off, "gid", e->gid) == -1 ||
+	    put_num(off, "mtime", e->mtime) == -1)
+		return -1;
+	if (e->opened != NULL && clock_gettime(CLOCK_MONOTONIC, &now) == 0) {
+		secs = (double)(now.tv_sec - e->opened->tv_sec) +
+		    (double)(now.tv_nsec - e->opened->tv_nsec) / 1e9;
+		if (put_fmt(off, "duration", 0, "%.3f", secs) == -1)
+			return -1;
+	}
+	if (e->forced && put_fmt(off, "forced", 0, "true") == -1)
+		return -1;
+	return e->result == NULL ? 0 : put_str(off, "result", e->result);
+}
+
+void
+xferlog_write(const struct xfer_event *e)
+{
+	struct timespec ts;
+	struct tm tm;
+	size_t off;
+	ssize_t n;
+	int saved = errno;
+
+	if (log_fd == -1)
+		return;
+	if (clock_gettime(CLOCK_REALTIME, &ts) == -1 ||
+	    gmtime_r(&ts.tv_sec, &tm) == NULL)
+		memset(&tm, 0, sizeof tm);
+	off = strftime(linebuf, sizeof linebuf,
+	    "{\"time\":\"%Y-%m-%dT%H:%M:%S", &tm);
+	off += (size_t)snprintf(linebuf + off, sizeof linebuf - off,
+	    ".%03ldZ\",\"session\":%ld", ts.tv_nsec / 1000000L,
+	    (long)getpid());
+	/* Cannot fail: two paths escaped take at most 49,152 bytes. */
+	if (put_event(&off, e) == -1 ||
+	    put(linebuf, sizeof linebuf, &off, "}\n", 2) == -1) {
+		errno = saved;
+		return;
+	}
+	while ((n = write(log_fd, linebuf, off)) == -1 && errno == EINTR)
+		;
+	if ((n < 0 || (size_t)n != off) && !failed) {
+		failed = 1;
+		error("transfer log: %s", n < 0 ? strerror(errno) :
+		    "short write");
+	}
+	errno = saved;
+}

@@ -1,0 +1,68 @@
+/*
+ * The transfer log (-L): one JSON object per line for each closed file, each
+ * change to the file system and each session start and end, appended to a
+ * file opened at start with one write(2) per line, so that the lines of
+ * concurrent sessions never interleave.  It answers "who moved what, when,
+ * how much, and did it finish" without the AUTH stream of the system log.
+ *
+ * A failed write never fails a request; the first one is reported in the
+ * normal log.
+ */
+#ifndef XFERLOG_H
+#define XFERLOG_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* One line.  Fields that are NULL, or XFER_NONE for numbers, are left out. */
+struct xfer_event {
+	const char *event;	/* "close", "remove", "rename", ... */
+	const char *path;	/* as the client named it */
+	const char *target;	/* rename, link and symlink: the other path */
+	const char *flags;	/* open flags, as "READ,WRITE,CREATE" */
+	uint64_t bytes_read;
+	uint64_t bytes_written;
+	uint64_t first_offset;	/* lowest byte read or written */
+	uint64_t last_offset;	/* one past the highest */
+	uint64_t mode;		/* mkdir, setstat: permissions */
+	uint64_t size;		/* setstat: size */
+	uint64_t uid, gid;	/* setstat: owner */
+	uint64_t mtime;		/* setstat: modification time */
+	const struct timespec *opened;	/* CLOCK_MONOTONIC, for "duration" */
+	int forced;		/* closed by the end of the session */
+	const char *result;	/* "ok", or what went wrong */
+};
+
+#define XFER_NONE	UINT64_MAX
+
+/* An event with every field left out but the name. */
+#define XFER_EVENT(name) { (name), NULL, NULL, NULL, XFER_NONE, XFER_NONE, \
+	XFER_NONE, XFER_NONE, XFER_NONE, XFER_NONE, XFER_NONE, XFER_NONE,  \
+	XFER_NONE, NULL, 0, NULL }
+
+/*
+ * Opens the log at path for appending (created 0600 if missing).  Returns
+ * 0, or -1 with errno; the session then goes on without it.
+ */
+int	xferlog_open(const char *path);
+/* Whether the log is open. */
+int	xferlog_enabled(void);
+/*
+ * The session's user and SSH_CONNECTION ("addr port laddr lport", or
+ * NULL), named in every line.  Both strings must outlive the session.
+ */
+void	xferlog_session(const char *user, const char *connection);
+/* Writes one line, when the log is open. */
+void	xferlog_write(const struct xfer_event *);
+/*
+ * Appends name as a JSON string (quotes included) to buf of size bytes at
+ * *off: printable ASCII and valid UTF-8 as they are, '"' and '\' escaped,
+ * control bytes as \n, \r, \t or \u00XX, and each byte that is not valid
+ * UTF-8 as \udcXX (Python's "surrogateescape": any name's bytes come back
+ * exactly).  Returns 0, or -1 when it does not fit (buf is then left
+ * unterminated at *off).
+ */
+int	xferlog_json_string(char *buf, size_t size, size_t *off,
+	    const char *name);
+
+#endif /* XFERLOG_H */
