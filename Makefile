@@ -34,7 +34,7 @@ UNIT_TESTS = tests/test_packet tests/test_handles tests/test_attrib tests/test_d
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all asan static run check unit integration integration-asan \
+.PHONY: all asan static run check check-fast unit integration integration-asan \
 	package-check fuzz fuzz-run fuzz-check deps install \
 	uninstall clean lint
 
@@ -109,6 +109,12 @@ package-check:
 	tests/run-package.sh
 
 check: all lint unit integration integration-asan fuzz-check package-check
+
+# The edit-compile-test loop: unit tests and the protocol suites, under a
+# minute.
+check-fast: all lint unit
+	SUITES="raw confine guarantees sftp" PYTHON=$(PYTHON) \
+	    tests/run-all.sh $(CURDIR)/sftp-server
 
 include bench/Makefile.inc
 
