@@ -34,7 +34,8 @@ UNIT_TESTS = tests/test_packet tests/test_handles tests/test_attrib tests/test_d
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all asan static run check check-fast unit integration integration-asan \
+.PHONY: all asan static run check check-fast check-fs check-fs-quick \
+	check-gluster unit integration integration-asan \
 	package-check fuzz fuzz-run fuzz-check deps install \
 	uninstall clean lint
 
@@ -108,7 +109,23 @@ fuzz-check: $(FUZZERS)
 package-check:
 	tests/run-package.sh
 
-check: all lint unit integration integration-asan fuzz-check package-check
+check: all lint unit integration integration-asan fuzz-check package-check \
+	check-fs-quick check-gluster
+
+# The file-system matrix (needs root): the protocol, sftp, confinement and
+# hostile suites again on ext4, xfs, btrfs, overlayfs, tmpfs, FUSE and
+# GlusterFS; an entry the machine cannot make is skipped with the reason.
+check-fs: sftp-server
+	PYTHON=$(PYTHON) tests/run-fs-matrix.sh $(CURDIR)/sftp-server
+
+# The same without the hostile suite: about a minute, part of make check.
+check-fs-quick: sftp-server
+	SUITES=raw,sftp,confine,probe PYTHON=$(PYTHON) \
+	    tests/run-fs-matrix.sh $(CURDIR)/sftp-server
+
+# Two sshd "hosts" on one GlusterFS volume, concurrent clients on both.
+check-gluster: sftp-server
+	tests/run-gluster-2host.sh $(CURDIR)/sftp-server
 
 # The edit-compile-test loop: unit tests and the protocol suites, under a
 # minute.
@@ -131,7 +148,8 @@ deps:
 	    build-essential clang libcmocka-dev openssh-client openssh-server \
 	    openssh-sftp-server python3 python3-paramiko python3-asyncssh \
 	    mandoc lftp curl valgrind strace libclang-rt-14-dev debhelper devscripts \
-	    lintian dpkg-dev fakeroot
+	    lintian dpkg-dev fakeroot e2fsprogs xfsprogs btrfs-progs bindfs fuse3 \
+	    glusterfs-server glusterfs-client iproute2
 
 install: sftp-server
 	$(INSTALL) -d $(DESTDIR)$(libexecdir) $(DESTDIR)$(mandir)/man8

@@ -992,16 +992,17 @@ jail_target(const char *path, int follow, char *buf, const char **basep)
 
 /*
  * chmod(2) of what the O_PATH descriptor fd names; st is its fstat().  No
- * name is resolved again: fchmodat2(2) acts on the descriptor itself, and
- * /proc/self/fd/N is the kernel's own link to the object fd holds.  Where
- * neither exists (before Linux 6.6, in a jail without /proc), a regular
- * file or a directory is opened again by name, without following a link,
- * and used only if it is still the same object; anything else fails with
+ * name is resolved again to decide what changes: fchmodat2(2) acts on the
+ * descriptor itself, and /proc/self/fd/N is the kernel's own link to the
+ * object fd holds.  Where neither exists (before Linux 6.6, in a jail
+ * without /proc), a regular file or a directory is opened again, by base in
+ * dirfd without following a link or by path beneath the root, and changed
+ * only when that is still the same object; anything else fails with
  * EOPNOTSUPP rather than be opened.
  */
 static int
 chmod_fd(int fd, const struct stat *st, int dirfd, const char *base,
-    mode_t mode)
+    const char *path, mode_t mode)
 {
 	char proc[64];
 	struct stat again;
@@ -1016,23 +1017,23 @@ chmod_fd(int fd, const struct stat *st, int dirfd, const char *base,
 	(void)snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
 	if (chmod(proc, mode) == 0)
 		return 0;
-	if (errno != ENOENT || !(S_ISREG(st->st_mode) ||
-	    S_ISDIR(st->st_mode))) {
-		e = errno == ENOENT ? EOPNOTSUPP : errno;
-		errno = e;
+	if (errno != ENOENT)
+		return -1;
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
+		errno = EOPNOTSUPP;
 		return -1;
 	}
-	if (base == NULL)
-		rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	else
+	if (base != NULL)
 		rfd = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
 		    O_NOCTTY | O_CLOEXEC);
+	else
+		rfd = jail_open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
 	if (rfd == -1)
 		return -1;
 	if (fstat(rfd, &again) == -1 || again.st_dev != st->st_dev ||
 	    again.st_ino != st->st_ino) {
 		close_keep_errno(rfd);
-		errno = ENOENT;	/* it was replaced in between */
+		errno = EAGAIN;	/* it was replaced in between: FAILURE */
 		return -1;
 	}
 	e = fchmod(rfd, mode);
@@ -1058,7 +1059,7 @@ chmod_nofollow(int dirfd, const char *base, mode_t mode)
 		if (S_ISLNK(st.st_mode))
 			errno = EOPNOTSUPP;
 		else
-			r = chmod_fd(fd, &st, dirfd, base, mode);
+			r = chmod_fd(fd, &st, dirfd, base, NULL, mode);
 	}
 	close_keep_errno(fd);
 	return r;
@@ -1082,7 +1083,7 @@ fs_chmod(const char *path, mode_t mode, int follow)
 	if (base != NULL)
 		r = chmod_nofollow(fd, base, mode);
 	else if ((r = fstat(fd, &st)) == 0)
-		r = chmod_fd(fd, &st, -1, NULL, mode);
+		r = chmod_fd(fd, &st, -1, NULL, path, mode);
 	close_keep_errno(fd);
 	return r;
 }

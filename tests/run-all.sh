@@ -7,7 +7,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 export SFTP_SERVER=${1:-${SFTP_SERVER:-$PWD/sftp-server}}
 PYTHON=${PYTHON:-/usr/bin/python3}
-SUITES=${SUITES:-"raw hostile confine race guarantees sftp confine-sftp parity sshd xferlog"}
+SUITES=${SUITES:-"raw hostile confine race guarantees faults sftp confine-sftp parity sshd xferlog"}
 
 total_pass=0 total_fail=0 total_skip=0 broken=""
 for s in $SUITES; do
@@ -17,6 +17,7 @@ for s in $SUITES; do
     confine)      cmd=("$PYTHON" tests/test_confine.py) ;;
     race)         cmd=("$PYTHON" tests/test_race.py) ;;
     guarantees)   cmd=("$PYTHON" tests/test_guarantees.py) ;;
+    faults)       cmd=("$PYTHON" tests/test_fs_faults.py) ;;
     sftp)         cmd=(tests/run-sftp.sh) ;;
     confine-sftp) cmd=(tests/run-confine.sh) ;;
     parity)       cmd=(tests/run-parity.sh) ;;
