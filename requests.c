@@ -316,6 +316,8 @@ xfer_close(const struct handle *h, int r, int e, int forced)
 	struct xfer_event ev = XFER_EVENT("close");
 	char fl[64];
 
+	if (!xferlog_enabled())
+		return;
 	string_from_portable(h->pflags, fl, sizeof fl);
 	ev.path = h->path;
 	ev.flags = fl;
