@@ -29,8 +29,8 @@ HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
 	fs.h pipes.h digest.h xferlog.h sys-gnu.h
 OBJS = $(SRCS:.c=.o)
 
-UNIT_TESTS = tests/test_packet tests/test_handles tests/test_attrib tests/test_digest \
-	tests/test_xferlog
+UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \
+	tests/unit/test_digest tests/unit/test_xferlog
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -62,7 +62,7 @@ asan: sftp-server-asan
 sftp-server-asan: $(SRCS) $(HDRS)
 	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $(SRCS)
 
-tests/test_%: tests/test_%.c $(SRCS) $(HDRS)
+tests/unit/test_%: tests/unit/test_%.c $(SRCS) $(HDRS)
 	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $< -lcmocka
 
 unit: $(UNIT_TESTS)
@@ -72,42 +72,42 @@ unit: $(UNIT_TESTS)
 # OpenSSH client, parity with OpenSSH's server, a real sshd with clients.
 integration: sftp-server sftp-server-static
 	PYTHON=$(PYTHON) tests/run-all.sh $(CURDIR)/sftp-server
-	tests/run-chroot.sh
+	tests/sshd/run-chroot.sh
 
 # The same suites against the sanitizer build.
 integration-asan: sftp-server-asan
 	SFTP_SANITIZED=1 PYTHON=$(PYTHON) tests/run-all.sh \
 	    $(CURDIR)/sftp-server-asan
 
-# libFuzzer harnesses (tests/fuzz_*.c): clang with compiler-rt (Debian:
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c): clang with compiler-rt (Debian:
 # clang, libclang-rt-14-dev).
 FUZZ_CC ?= clang
 FUZZ_CFLAGS = $(STD) $(WARNINGS) $(CPPFLAGS) -DSFTP_FUZZ -g -O1 \
 	-fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all
-FUZZERS = tests/fuzz_session tests/fuzz_packet
+FUZZERS = tests/fuzz/fuzz_session tests/fuzz/fuzz_packet
 SECONDS ?= 60
 
 fuzz: $(FUZZERS)
 
-tests/fuzz_session: tests/fuzz_session.c $(SRCS) $(HDRS)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz_session.c $(LIB_SRCS) -lpthread
+tests/fuzz/fuzz_session: tests/fuzz/fuzz_session.c $(SRCS) $(HDRS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_session.c $(LIB_SRCS) -lpthread
 
-tests/fuzz_packet: tests/fuzz_packet.c packet.c packet.h
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz_packet.c
+tests/fuzz/fuzz_packet: tests/fuzz/fuzz_packet.c packet.c packet.h
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_packet.c
 
 # Each harness for SECONDS seconds; what it finds stays in the scratch
-# directory printed at the end, never in tests/fuzz-corpus.
+# directory printed at the end, never in tests/fuzz/fuzz-corpus.
 fuzz-run: $(FUZZERS)
-	tests/run-fuzz.sh -k -t $(SECONDS)
+	tests/fuzz/run-fuzz.sh -k -t $(SECONDS)
 
 # The corpus as a regression test, then 25 seconds of fuzzing each.
 fuzz-check: $(FUZZERS)
-	tests/run-fuzz.sh
+	tests/fuzz/run-fuzz.sh
 
 # Install and uninstall, reproducible and hardened builds, the Debian package.
 package-check:
-	tests/run-package.sh
+	tests/packaging/run-package.sh
 
 check: all lint unit integration integration-asan fuzz-check package-check \
 	check-fs-quick check-gluster
@@ -116,16 +116,16 @@ check: all lint unit integration integration-asan fuzz-check package-check \
 # hostile suites again on ext4, xfs, btrfs, overlayfs, tmpfs, FUSE and
 # GlusterFS; an entry the machine cannot make is skipped with the reason.
 check-fs: sftp-server
-	PYTHON=$(PYTHON) tests/run-fs-matrix.sh $(CURDIR)/sftp-server
+	PYTHON=$(PYTHON) tests/fs/run-fs-matrix.sh $(CURDIR)/sftp-server
 
 # The same without the hostile suite: about a minute, part of make check.
 check-fs-quick: sftp-server
 	SUITES=raw,sftp,confine,probe PYTHON=$(PYTHON) \
-	    tests/run-fs-matrix.sh $(CURDIR)/sftp-server
+	    tests/fs/run-fs-matrix.sh $(CURDIR)/sftp-server
 
 # Two sshd "hosts" on one GlusterFS volume, concurrent clients on both.
 check-gluster: sftp-server
-	tests/run-gluster-2host.sh $(CURDIR)/sftp-server
+	tests/fs/run-gluster-2host.sh $(CURDIR)/sftp-server
 
 # The edit-compile-test loop: unit tests and the protocol suites, under a
 # minute.

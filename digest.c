@@ -16,7 +16,7 @@
  * The round constants come from their definitions: the fractional parts of
  * the square and cube roots of the first primes (FIPS 180-4, 4.2 and 5.3)
  * and of 2^32 |sin(i)| (RFC 1321, 3.4).  The CRC tables were computed from
- * the polynomial; tests/test_digest.c computes them again and compares.
+ * the polynomial; tests/unit/test_digest.c computes them again and compares.
  */
 #include <stddef.h>
 #include <stdint.h>

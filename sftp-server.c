@@ -74,7 +74,7 @@ static void cleanup_exit(int) __attribute__((noreturn));
 #ifdef SFTP_FUZZ
 #include <setjmp.h>
 /*
- * Built for the fuzz harness (tests/fuzz_session.c): the end of a session
+ * Built for the fuzz harness (tests/fuzz/fuzz_session.c): the end of a session
  * jumps back to the harness with its exit status instead of ending the
  * process.
  */

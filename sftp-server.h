@@ -1,6 +1,6 @@
 /*
  * The server as a function, so that main() (sftp-server-main.c) and the
- * fuzz harness (tests/fuzz_session.c) can both start a session.
+ * fuzz harness (tests/fuzz/fuzz_session.c) can both start a session.
  */
 #ifndef SFTP_SERVER_H
 #define SFTP_SERVER_H

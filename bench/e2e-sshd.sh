@@ -2,7 +2,7 @@
 #
 # e2e-sshd.sh: our sftp-server and the reference OpenSSH sftp-server end to
 # end, behind a real sshd: the system's /usr/sbin/sshd on 127.0.0.1 with its
-# own configuration and keys (tests/sshd-lib.sh), and the OpenSSH sftp client
+# own configuration and keys (tests/lib/sshd-lib.sh), and the OpenSSH sftp client
 # doing "put" and "get" of one file, on a private tmpfs. Rounds interleave the
 # two servers (the order alternates from one round to the next).
 #
@@ -205,8 +205,8 @@ if [ -n "$report" ]; then
 	exit
 fi
 
-# shellcheck source=tests/sshd-lib.sh
-. "$here/../tests/sshd-lib.sh"
+# shellcheck source=tests/lib/sshd-lib.sh
+. "$here/../tests/lib/sshd-lib.sh"
 
 why=$(sshd_missing)
 if [ -n "$why" ]; then

@@ -11,8 +11,8 @@
 # each round, and the tables with medians and paired ratios ours/ref are
 # those of compare.sh (its --report).
 #
-# The volume is made here as tests/run-fs-matrix.sh makes it (see
-# tests/gluster-lib.sh): one brick, in a network namespace of our own whose
+# The volume is made here as tests/fs/run-fs-matrix.sh makes it (see
+# tests/fs/gluster-lib.sh): one brick, in a network namespace of our own whose
 # lo has 192.0.2.1, since glusterd refuses loopback addresses; everything is
 # removed at exit.
 #
@@ -26,7 +26,7 @@
 #   --only     a subset of up255k,up32k,down255k,down32k,smallfiles
 #   --cache    on: GlusterFS's default client caches (one host; the
 #              default); off: the caches off, as several hosts on one
-#              volume need (tests/run-gluster-2host.sh)
+#              volume need (tests/fs/run-gluster-2host.sh)
 #   --out      keep the raw result lines (compare.sh --report reads them)
 #
 # Needs root, glusterfs-server and glusterfs-client. OURS and REF in the
@@ -50,8 +50,8 @@ addr=192.0.2.1
 volume=sftpbench
 workloads_all="up255k up32k down255k down32k smallfiles"
 
-# shellcheck source=tests/gluster-lib.sh
-. "$tests/gluster-lib.sh"
+# shellcheck source=tests/fs/gluster-lib.sh
+. "$tests/fs/gluster-lib.sh"
 
 usage() {
 	sed -n '19,30s/^# \{0,1\}//p' "$0" >&2

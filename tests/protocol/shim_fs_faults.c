@@ -1,0 +1,379 @@
+/*
+ * An LD_PRELOAD shim for tests/protocol/test_fs_faults.py: it makes the
+ * server meet the file systems and kernels it cannot be sure of, where a
+ * call it relies on is missing or a file system fails late.  Test-only code:
+ * it is never linked into the server.
+ *
+ * Built by the test with "cc -shared -fPIC -o shim.so shim_fs_faults.c -ldl"
+ * and preloaded into the server (ours or OpenSSH's, the same faults for
+ * both).  Controlled by the environment; an errno is given by name (ENOSYS,
+ * EXDEV, EINVAL, EPERM, EOPNOTSUPP, EIO, ESTALE) or by number:
+ *
+ *   FAULT_CFR=errno         copy_file_range() fails with errno, as on a
+ *                           kernel or file system without it.
+ *   FAULT_CFR_AFTER=n       ... but only after n calls went through.
+ *   FAULT_CFR_MAX=n         the calls that go through move at most n bytes.
+ *   FAULT_RENAMEAT2=errno   renameat2() with flags fails with errno, as on
+ *                           a file system without RENAME_NOREPLACE.
+ *   FAULT_LINK=errno        link() and linkat() fail with errno, as on a
+ *                           file system without hard links.
+ *   FAULT_FCHMODAT2=errno   syscall(SYS_fchmodat2, ...) fails with errno,
+ *                           as on kernels before 6.6.
+ *   FAULT_EIO_PREFIX=path   close(), fsync() and fdatasync() of a file
+ *                           whose path starts with path make the real call,
+ *                           then fail with EIO: a write-back error.
+ *   FAULT_ESTALE_PREFIX=p   read(), write(), pread(), pwrite(), splice(),
+ *                           sendfile() and copy_file_range() on a file whose
+ *                           path starts with p fail with ESTALE, as on NFS
+ *                           after the file went away on the server.
+ *   FAULT_LOG=path          each fault made appends a line "CALL ERRNO" to
+ *                           path, so that a test knows it was reached.
+ *
+ * Everything else is passed on unchanged, errno included.
+ */
+#define _GNU_SOURCE
+
+#include <sys/types.h>
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2	452
+#endif
+
+static int cfr_errno, renameat2_errno, link_errno, fchmodat2_errno;
+static long cfr_after = -1, cfr_calls;
+static size_t cfr_max;
+static const char *eio_prefix, *estale_prefix, *log_path;
+
+static ssize_t (*real_read)(int, void *, size_t);
+static ssize_t (*real_write)(int, const void *, size_t);
+static ssize_t (*real_pread)(int, void *, size_t, off_t);
+static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
+static ssize_t (*real_splice)(int, loff_t *, int, loff_t *, size_t,
+    unsigned int);
+static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
+static ssize_t (*real_cfr)(int, loff_t *, int, loff_t *, size_t,
+    unsigned int);
+static int (*real_renameat2)(int, const char *, int, const char *,
+    unsigned int);
+static int (*real_link)(const char *, const char *);
+static int (*real_linkat)(int, const char *, int, const char *, int);
+static long (*real_syscall)(long, ...);
+static int (*real_close)(int);
+static int (*real_fsync)(int);
+static int (*real_fdatasync)(int);
+
+static const struct {
+	const char *name;
+	int value;
+} errno_names[] = {
+	{ "ENOSYS", ENOSYS }, { "EXDEV", EXDEV }, { "EINVAL", EINVAL },
+	{ "EPERM", EPERM }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EIO", EIO },
+	{ "ESTALE", ESTALE }, { "EACCES", EACCES }, { "ENOSPC", ENOSPC },
+};
+
+static void *
+next_symbol(const char *name)
+{
+	void *p = dlsym(RTLD_NEXT, name);
+
+	if (p == NULL) {
+		fprintf(stderr, "shim_fs_faults: no symbol %s\n", name);
+		abort();
+	}
+	return p;
+}
+
+static void
+resolve(void)
+{
+	if (real_syscall != NULL)
+		return;
+	real_read = next_symbol("read");
+	real_write = next_symbol("write");
+	real_pread = next_symbol("pread");
+	real_pwrite = next_symbol("pwrite");
+	real_splice = next_symbol("splice");
+	real_sendfile = next_symbol("sendfile");
+	real_cfr = next_symbol("copy_file_range");
+	real_renameat2 = next_symbol("renameat2");
+	real_link = next_symbol("link");
+	real_linkat = next_symbol("linkat");
+	real_close = next_symbol("close");
+	real_fsync = next_symbol("fsync");
+	real_fdatasync = next_symbol("fdatasync");
+	real_syscall = next_symbol("syscall");
+}
+
+/* An errno from its name or number; 0 when unset. */
+static int
+env_errno(const char *var)
+{
+	const char *s = getenv(var);
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	for (size_t i = 0; i < sizeof errno_names / sizeof errno_names[0]; i++)
+		if (strcmp(s, errno_names[i].name) == 0)
+			return errno_names[i].value;
+	return (int)strtol(s, NULL, 10);
+}
+
+static const char *
+errno_name(int e)
+{
+	for (size_t i = 0; i < sizeof errno_names / sizeof errno_names[0]; i++)
+		if (errno_names[i].value == e)
+			return errno_names[i].name;
+	return "E?";
+}
+
+__attribute__((constructor)) static void
+shim_init(void)
+{
+	const char *s;
+
+	resolve();
+	cfr_errno = env_errno("FAULT_CFR");
+	renameat2_errno = env_errno("FAULT_RENAMEAT2");
+	link_errno = env_errno("FAULT_LINK");
+	fchmodat2_errno = env_errno("FAULT_FCHMODAT2");
+	if ((s = getenv("FAULT_CFR_AFTER")) != NULL)
+		cfr_after = strtol(s, NULL, 10);
+	if ((s = getenv("FAULT_CFR_MAX")) != NULL)
+		cfr_max = (size_t)strtoul(s, NULL, 10);
+	eio_prefix = getenv("FAULT_EIO_PREFIX");
+	estale_prefix = getenv("FAULT_ESTALE_PREFIX");
+	log_path = getenv("FAULT_LOG");
+}
+
+/* Appends "CALL ERRNO" to the log, keeping errno. */
+static void
+note(const char *call, int e)
+{
+	char line[128];
+	int fd, n, saved = errno;
+
+	if (log_path != NULL &&
+	    (fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+	    0644)) != -1) {
+		n = snprintf(line, sizeof line, "%s %s\n", call, errno_name(e));
+		if (n > 0 && (size_t)n < sizeof line)
+			(void)real_write(fd, line, (size_t)n);
+		(void)real_close(fd);
+	}
+	errno = saved;
+}
+
+/* Fails a call: notes it, sets errno and returns -1. */
+static int
+fault(const char *call, int e)
+{
+	note(call, e);
+	errno = e;
+	return -1;
+}
+
+/* Whether fd is a file whose path starts with prefix. */
+static int
+under(int fd, const char *prefix)
+{
+	char link[64], target[4096];
+	ssize_t n;
+	int saved = errno;
+
+	if (prefix == NULL || *prefix == '\0' || fd < 0)
+		return 0;
+	(void)snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof target - 1);
+	errno = saved;
+	if (n <= 0)
+		return 0;
+	target[n] = '\0';
+	return strncmp(target, prefix, strlen(prefix)) == 0;
+}
+
+#define STALE(fd)	under((fd), estale_prefix)
+
+ssize_t
+read(int fd, void *buf, size_t n)
+{
+	resolve();
+	if (STALE(fd))
+		return fault("read", ESTALE);
+	return real_read(fd, buf, n);
+}
+
+ssize_t
+write(int fd, const void *buf, size_t n)
+{
+	resolve();
+	if (STALE(fd))
+		return fault("write", ESTALE);
+	return real_write(fd, buf, n);
+}
+
+ssize_t
+pread(int fd, void *buf, size_t n, off_t off)
+{
+	resolve();
+	if (STALE(fd))
+		return fault("pread", ESTALE);
+	return real_pread(fd, buf, n, off);
+}
+
+ssize_t
+pread64(int fd, void *buf, size_t n, off_t off)
+{
+	return pread(fd, buf, n, off);
+}
+
+ssize_t
+pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	resolve();
+	if (STALE(fd))
+		return fault("pwrite", ESTALE);
+	return real_pwrite(fd, buf, n, off);
+}
+
+ssize_t
+pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	return pwrite(fd, buf, n, off);
+}
+
+ssize_t
+splice(int in, loff_t *inoff, int out, loff_t *outoff, size_t n,
+    unsigned int flags)
+{
+	resolve();
+	if (STALE(in) || STALE(out))
+		return fault("splice", ESTALE);
+	return real_splice(in, inoff, out, outoff, n, flags);
+}
+
+ssize_t
+sendfile(int out, int in, off_t *off, size_t n)
+{
+	resolve();
+	if (STALE(in) || STALE(out))
+		return fault("sendfile", ESTALE);
+	return real_sendfile(out, in, off, n);
+}
+
+ssize_t
+sendfile64(int out, int in, off_t *off, size_t n)
+{
+	return sendfile(out, in, off, n);
+}
+
+ssize_t
+copy_file_range(int in, loff_t *inoff, int out, loff_t *outoff, size_t n,
+    unsigned int flags)
+{
+	resolve();
+	if (STALE(in) || STALE(out))
+		return fault("copy_file_range", ESTALE);
+	cfr_calls++;
+	if (cfr_errno != 0 && (cfr_after < 0 || cfr_calls > cfr_after))
+		return fault("copy_file_range", cfr_errno);
+	if (cfr_max > 0 && n > cfr_max)
+		n = cfr_max;
+	return real_cfr(in, inoff, out, outoff, n, flags);
+}
+
+int
+renameat2(int olddir, const char *old, int newdir, const char *new,
+    unsigned int flags)
+{
+	resolve();
+	if (flags != 0 && renameat2_errno != 0)
+		return fault("renameat2", renameat2_errno);
+	return real_renameat2(olddir, old, newdir, new, flags);
+}
+
+int
+link(const char *old, const char *new)
+{
+	resolve();
+	if (link_errno != 0)
+		return fault("link", link_errno);
+	return real_link(old, new);
+}
+
+int
+linkat(int olddir, const char *old, int newdir, const char *new, int flags)
+{
+	resolve();
+	if (link_errno != 0)
+		return fault("linkat", link_errno);
+	return real_linkat(olddir, old, newdir, new, flags);
+}
+
+/*
+ * syscall(2) is variadic: six words are passed on, as the kernel takes at
+ * most six arguments; the ones the caller did not give are never read by
+ * the system call.
+ */
+long
+syscall(long number, ...)
+{
+	va_list ap;
+	long a[6];
+
+	resolve();
+	va_start(ap, number);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (number == SYS_fchmodat2 && fchmodat2_errno != 0)
+		return fault("fchmodat2", fchmodat2_errno);
+	return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+int
+close(int fd)
+{
+	int wb;
+
+	resolve();
+	wb = under(fd, eio_prefix);
+	if (real_close(fd) == -1)
+		return -1;
+	if (wb)
+		return fault("close", EIO);
+	return 0;
+}
+
+int
+fsync(int fd)
+{
+	resolve();
+	if (real_fsync(fd) == -1)
+		return -1;
+	if (under(fd, eio_prefix))
+		return fault("fsync", EIO);
+	return 0;
+}
+
+int
+fdatasync(int fd)
+{
+	resolve();
+	if (real_fdatasync(fd) == -1)
+		return -1;
+	if (under(fd, eio_prefix))
+		return fault("fdatasync", EIO);
+	return 0;
+}

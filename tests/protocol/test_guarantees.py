@@ -1,0 +1,737 @@
+#!/usr/bin/env python3
+"""What a session promises beyond answering requests, tested from outside it.
+
+  * A DATA reply holds the bytes the file held when the READ was answered:
+    a change made afterwards by another process (pwrite, a shared mapping,
+    truncate and rewrite) or by another session never shows in it.
+  * Replies left unread pin no page cache: after POSIX_FADV_DONTNEED the
+    file's pages can go (counted with mincore(2)).
+  * The server exits promptly once its peer is gone, whatever it was
+    waiting for.
+  * An idle session keeps one page per pipe and gives its buffers back; a
+    session whose user's pipe quota is spent still works.
+  * -p is never wider than OpenSSH's reading of it, -P never narrower, and
+    an ambiguous list is reported at start.
+  * -r refuses a root directory that anyone but root could swap.
+  * The work of one request is bounded: names looked up for a REALPATH
+    (counted with strace), user and group lookups for users-groups-by-id.
+  * OPEN of a FIFO never blocks the session.
+  * With -e, a newline in a client's name cannot start a log line.
+
+The server under test is $SFTP_SERVER (default: sftp-server in the
+repository root).  Checks that need root or strace say so and are
+skipped without them.
+
+Usage: test_guarantees.py [NAME-SUBSTRING ...]
+Prints one line per check, then "N passed, M failed[, K skipped]"; exits 1
+if any check failed.
+"""
+
+import ast
+import ctypes
+import mmap
+import os
+import random
+import re
+import select
+import shutil
+import struct
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+import sftpwire  # noqa: E402
+from sftpwire import (  # noqa: E402
+    Handle, Name, Status, SSH_FX_FAILURE, SSH_FX_OK,
+    SSH_FX_PERMISSION_DENIED, SSH_FXF_READ, SSH_FXF_WRITE, encode_request,
+    req_close, req_extended, req_open, req_read, req_realpath, req_remove,
+    req_stat, req_write)
+import suite  # noqa: E402
+from suite import Failure, Skip, expect  # noqa: E402
+
+SERVER = sftpwire.server_argv()[0]
+SANITIZED = suite.sanitized(SERVER)
+# A sanitizer build is slower: waits are longer, never the bounds.
+SLOW = 4 if SANITIZED else 1
+
+TESTS = []
+
+
+def test(name):
+    def add(fn):
+        TESTS.append((name, fn))
+        return fn
+    return add
+
+
+def expect_status(reply, code, what):
+    if not isinstance(reply, Status) or reply.code != code:
+        raise Failure("%s: expected status %s, got %r" %
+                      (what, sftpwire.STATUS_NAMES.get(code, code), reply))
+
+
+class Ctx:
+    """A scratch directory on a disk-backed file system, and the servers
+    started in it, all removed at the end."""
+
+    def __init__(self):
+        # Not /dev/shm: a tmpfs page cannot be dropped, so mincore would
+        # prove nothing.
+        self.dir = tempfile.mkdtemp(prefix="sftp-guar-",
+                                    dir=os.environ.get("TMPDIR", "/var/tmp"))
+        self.servers = []
+
+    def path(self, *names):
+        return os.path.join(self.dir, *names)
+
+    def write(self, name, data):
+        with open(self.path(name), "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def server(self, args=(), cwd=None):
+        srv = sftpwire.Server([SERVER, "-e"] + list(args),
+                              cwd=cwd or self.dir, timeout=10 * SLOW)
+        self.servers.append(srv)
+        return srv
+
+    def cleanup(self):
+        for srv in self.servers:
+            srv.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def read_exact(fd, n, timeout):
+    """n bytes from the non-blocking fd, or Failure after timeout s."""
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Failure("waited for %d bytes of output, got %d" %
+                          (n, len(out)))
+        rr, _, _ = select.select([fd], [], [], left)
+        if rr:
+            try:
+                chunk = os.read(fd, n - len(out))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise Failure("output ended after %d of %d bytes" %
+                              (len(out), n))
+            out += chunk
+    return bytes(out)
+
+
+def write_all(fd, data, timeout=10):
+    view = memoryview(data)
+    deadline = time.monotonic() + timeout
+    while view:
+        if time.monotonic() > deadline:
+            raise Failure("the server stopped reading its input")
+        select.select([], [fd], [], 1)
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            pass
+
+
+def unread_output(srv):
+    """Bytes written by the server that its stdout pipe still holds."""
+    import fcntl
+    import termios
+    buf = bytearray(4)
+    fcntl.ioctl(srv.proc.stdout.fileno(), termios.FIONREAD, buf)
+    return int.from_bytes(buf, sys.byteorder)
+
+
+def wait_stalled(srv, timeout=10):
+    """Until the server's unread output stops growing: it waits to write."""
+    last, since = -1, time.monotonic()
+    deadline = since + timeout * SLOW
+    while time.monotonic() < deadline:
+        n = unread_output(srv)
+        now = time.monotonic()
+        if n != last:
+            last, since = n, now
+        elif n > 0 and now - since >= 0.5:
+            return n
+        time.sleep(0.02)
+    raise Failure("the server's output never stalled (%d bytes unread)" %
+                  last)
+
+
+def proc_state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------------------
+# A DATA reply holds what the file held when the READ was answered
+
+SIZE = 1 << 20
+READ_LEN = 200 * 1024
+
+
+def changed_after_answer(change):
+    def run(ctx):
+        rnd = random.Random(7)
+        old, new = rnd.randbytes(SIZE), rnd.randbytes(SIZE)
+        ctx.write("f", old)
+        srv = ctx.server()
+        srv.init()
+        h = srv.open("f", SSH_FXF_READ)
+        # Send the READ, then take the reply's header: from then on the
+        # READ has been answered, whatever is still in the pipe.
+        write_all(srv._in, encode_request(77, req_read(h, 4096, READ_LEN)))
+        head = read_exact(srv._out, 13, 10 * SLOW)
+        length, ptype, rid, dlen = struct.unpack(">IBII", head)
+        expect(ptype == sftpwire.SSH_FXP_DATA and rid == 77 and
+               dlen == READ_LEN, "expected the DATA header of READ 77 for "
+               "%d bytes, got type %d id %d len %d" % (READ_LEN, ptype, rid,
+                                                       dlen))
+        change(ctx, new)
+        body = read_exact(srv._out, dlen, 10 * SLOW)
+        want = old[4096:4096 + READ_LEN]
+        if body != want:
+            same_new = sum(1 for a, b in zip(body, new[4096:]) if a == b)
+            raise Failure("the reply changed after it was answered: "
+                          "%d of %d bytes differ from the file then (%d "
+                          "match the later contents)" %
+                          (sum(1 for a, b in zip(body, want) if a != b),
+                           dlen, same_new))
+        expect(srv.close() == 0, "exit status")
+    return run
+
+
+def by_pwrite(ctx, new):
+    fd = os.open(ctx.path("f"), os.O_WRONLY)
+    os.pwrite(fd, new, 0)
+    os.close(fd)
+
+
+def by_mmap(ctx, new):
+    fd = os.open(ctx.path("f"), os.O_RDWR)
+    m = mmap.mmap(fd, SIZE, mmap.MAP_SHARED)
+    m[:] = new
+    m.flush()
+    m.close()
+    os.close(fd)
+
+
+def by_truncate_rewrite(ctx, new):
+    fd = os.open(ctx.path("f"), os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, new)
+    os.close(fd)
+
+
+def by_other_session(ctx, new):
+    other = ctx.server()
+    other.init()
+    h = other.open("f", SSH_FXF_WRITE)
+    for off in range(0, SIZE, 65536):
+        expect_status(other.call(req_write(h, off, new[off:off + 65536])),
+                      SSH_FX_OK, "the other session's WRITE")
+    expect_status(other.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    other.close()
+
+
+test("read reply unchanged by another process's pwrite")(
+    changed_after_answer(by_pwrite))
+test("read reply unchanged by a write through a shared mapping")(
+    changed_after_answer(by_mmap))
+test("read reply unchanged by truncate and rewrite")(
+    changed_after_answer(by_truncate_rewrite))
+test("read reply unchanged by another session's WRITE")(
+    changed_after_answer(by_other_session))
+
+
+# ---------------------------------------------------------------------------
+# Unread replies pin no page cache
+
+def resident_pages(path):
+    """Pages of path in the page cache, by mincore(2) on a mapping."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                             ctypes.c_char_p]
+    size = os.path.getsize(path)
+    page = os.sysconf("SC_PAGE_SIZE")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise Failure("mmap: %s" % os.strerror(ctypes.get_errno()))
+        vec = ctypes.create_string_buffer((size + page - 1) // page)
+        r = libc.mincore(addr, size, vec)
+        err = ctypes.get_errno()
+        libc.munmap(addr, size)
+        if r != 0:
+            raise Failure("mincore: %s" % os.strerror(err))
+        return sum(b & 1 for b in vec.raw)
+    finally:
+        os.close(fd)
+
+
+def drop_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
+@test("unread replies pin no page cache (mincore after FADV_DONTNEED)")
+def _(ctx):
+    total = 64 << 20
+    ctx.write("big", random.Random(3).randbytes(total))
+    srv = ctx.server()
+    srv.init()
+    h = srv.open("big", SSH_FXF_READ)
+    reqs = b"".join(encode_request(100 + i, req_read(h, off, 261120))
+                    for i, off in enumerate(range(0, total, 261120)))
+    write_all(srv._in, reqs)
+    unread = wait_stalled(srv)
+    drop_cache(ctx.path("big"))
+    pages = resident_pages(ctx.path("big"))
+    page = os.sysconf("SC_PAGE_SIZE")
+    # The server's own queue is its bound; the page cache is not.
+    expect(pages * page <= 1 << 20, "%d KiB of the file stayed in the page "
+           "cache, pinned by %d bytes of unread replies" %
+           (pages * page >> 10, unread))
+    srv.kill()
+    return "%d pages resident, %d bytes unread" % (pages, unread)
+
+
+# ---------------------------------------------------------------------------
+# The server exits once its peer is gone
+
+def gone_test(setup, close_stdin, close_stdout):
+    def run(ctx):
+        ctx.write("big", random.Random(5).randbytes(8 << 20))
+        srv = ctx.server()
+        srv.init()
+        h = srv.open("big", SSH_FXF_READ)
+        setup(srv, h)
+        if close_stdout:
+            srv.proc.stdout.close()
+        if close_stdin:
+            srv.proc.stdin.close()
+        deadline = time.monotonic() + 5 * SLOW
+        while srv.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if srv.proc.poll() is None:
+            raise Failure("the server still runs %.0f s after its peer "
+                          "left (state %s)" % (5 * SLOW,
+                                               proc_state(srv.proc.pid)))
+        expect(srv.proc.returncode >= 0, "the server died of signal %d" %
+               -srv.proc.returncode)
+    return run
+
+
+def idle(srv, h):
+    pass
+
+
+def read_then_bad_write(srv, h):
+    # A large READ, then a request that changes file contents (here a
+    # WRITE with a bad handle), left unanswered.
+    write_all(srv._in, encode_request(5, req_read(h, 0, 65536)) +
+              encode_request(6, req_write(b"nonsense", 0, b"x")))
+    time.sleep(0.2)
+
+
+def blocked_writing(srv, h):
+    write_all(srv._in, b"".join(encode_request(100 + i, req_read(h, i *
+                                                                 261120,
+                                                                 261120))
+                                for i in range(30)))
+    wait_stalled(srv)
+
+
+test("exits when both pipes close while idle")(
+    gone_test(idle, True, True))
+test("exits when stdout's reader leaves while it waits for input")(
+    gone_test(idle, False, True))
+test("exits after a large READ and a bad WRITE when both pipes close")(
+    gone_test(read_then_bad_write, True, True))
+test("exits when both pipes close while it waits to write")(
+    gone_test(blocked_writing, True, True))
+test("exits when stdout's reader leaves while it waits to write")(
+    gone_test(blocked_writing, False, True))
+
+
+# ---------------------------------------------------------------------------
+# What an idle session keeps
+
+F_GETPIPE_SZ = 1032
+IDLE_S = 2.0    # the server's IDLE_MS
+
+
+def pipe_sizes(srv):
+    import fcntl
+    return (fcntl.fcntl(srv.proc.stdin.fileno(), F_GETPIPE_SZ),
+            fcntl.fcntl(srv.proc.stdout.fileno(), F_GETPIPE_SZ))
+
+
+def private_dirty_kib(pid, binary):
+    """Private_Dirty of pid, less the mappings of its own executable: a
+    binary written moments ago has dirty page-cache pages that count there
+    until they reach the disk."""
+    total, mine = 0, False
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                mine = len(fields) >= 6 and \
+                    os.path.realpath(fields[5]) == os.path.realpath(binary)
+            elif fields[0] == "Private_Dirty:" and not mine:
+                total += int(fields[1])
+    return total
+
+
+def transfer(srv, data, size=32768):
+    h = srv.open("up", SSH_FXF_WRITE | sftpwire.SSH_FXF_CREAT)
+    ids = srv.send_many([req_write(h, o, data[o:o + size])
+                         for o in range(0, len(data), size)])
+    for rid in ids:
+        expect_status(srv.recv(), SSH_FX_OK, "WRITE %d" % rid)
+    expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    h = srv.open("up", SSH_FXF_READ)
+    ids = srv.send_many([req_read(h, o, size)
+                         for o in range(0, len(data), size)])
+    got = b"".join(srv.recv().data for _ in ids)
+    expect(got == data, "downloaded bytes differ from the upload")
+    expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+
+
+@test("an idle session keeps a page per pipe and gives back its buffers")
+def _(ctx):
+    data = random.Random(9).randbytes(8 << 20)
+    srv = ctx.server()
+    srv.init()
+    time.sleep(IDLE_S + 1)
+    after_init = pipe_sizes(srv)
+    transfer(srv, data)
+    busy = pipe_sizes(srv)
+    time.sleep(IDLE_S + 1.5)
+    idle = pipe_sizes(srv)
+    kib = private_dirty_kib(srv.proc.pid, SERVER)
+    expect(after_init == (4096, 4096), "pipes after INIT and idle: "
+           "expected 4096 and 4096, got %r" % (after_init,))
+    expect(min(busy) > 65536, "pipes during a transfer did not grow: %r" %
+           (busy,))
+    expect(idle == (4096, 4096), "pipes idle after a transfer: expected "
+           "4096 and 4096, got %r" % (idle,))
+    if SANITIZED:
+        return "pipes %r, %r, %r; memory not checked under a sanitizer" % (
+            after_init, busy, idle)
+    expect(kib <= 200, "%d KiB private and dirty after the transfer, idle"
+           % kib)
+    expect(srv.close() == 0, "exit status")
+    return "pipes %r busy, %r idle; %d KiB private dirty" % (busy, idle, kib)
+
+
+@test("with the user's pipe quota spent, a session transfers correctly")
+def _(ctx):
+    if os.geteuid() != 0:
+        raise Skip("needs root, to lower pipe-user-pages-soft and run the "
+                   "session as nobody")
+    knob = "/proc/sys/fs/pipe-user-pages-soft"
+    with open(knob) as f:
+        saved = f.read().strip()
+    os.chmod(ctx.dir, 0o777)
+    data = random.Random(11).randbytes(4 << 20)
+    rfd, wfd = os.pipe()
+    with open(knob, "w") as f:
+        f.write("1")
+    try:
+        pid = os.fork()
+        if pid == 0:   # as nobody, who then makes the session's pipes
+            code = 1
+            try:
+                os.close(rfd)
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                srv = sftpwire.Server([SERVER, "-e"], cwd=ctx.dir,
+                                      timeout=30 * SLOW)
+                srv.init()
+                start = pipe_sizes(srv)
+                transfer(srv, data)
+                sizes = pipe_sizes(srv)
+                rc = srv.close()
+                os.write(wfd, repr((start, sizes, rc,
+                                    srv.stderr_output())).encode())
+                code = 0
+            except BaseException as e:
+                os.write(wfd, ("error %s: %s" % (type(e).__name__, e)
+                               ).encode())
+            finally:
+                os._exit(code)
+        os.close(wfd)
+        out = b""
+        while True:
+            chunk = os.read(rfd, 65536)
+            if not chunk:
+                break
+            out += chunk
+        os.close(rfd)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        with open(knob, "w") as f:
+            f.write(saved)
+    expect(status == 0, "the session as nobody: %s" % out.decode())
+    expect(not out.startswith(b"error"), "the session as nobody: %s" %
+           out.decode())
+    start, sizes, rc, err = ast.literal_eval(out.decode())
+    expect(max(start) <= 8192, "the quota was not spent: pipes %r" %
+           (start,))
+    expect(max(sizes) <= 8192, "a pipe grew past the quota: %r" % (sizes,))
+    expect(rc == 0 and err == b"", "exit %d, stderr %r" % (rc, err))
+    return "pipes %r at start, %r after; 4 MiB up and down" % (start, sizes)
+
+
+# ---------------------------------------------------------------------------
+# -p and -P lists
+
+def policy(ctx, args):
+    """STAT and REMOVE under args: (stat status, remove status, stderr)."""
+    ctx.write("victim", b"v")
+    srv = ctx.server(args)
+    srv.init()
+    st = srv.call(req_stat("."))
+    rm = srv.call(req_remove("victim"))
+    srv.close()
+    return st, rm, srv.stderr_output()
+
+
+@test("-p with an empty entry permits only what comes before it, and warns")
+def _(ctx):
+    st, rm, err = policy(ctx, ["-p", "stat,,remove"])
+    expect(isinstance(st, sftpwire.AttrsReply),
+           "STAT: expected ATTRS, got %r" % st)
+    expect_status(rm, SSH_FX_PERMISSION_DENIED, "REMOVE after the empty entry")
+    expect(os.path.exists(ctx.path("victim")), "the file was removed")
+    expect(b"empty entry" in err, "no warning at start: %r" % err)
+
+
+@test("-p past 40 entries permits nothing beyond the 40th, and warns")
+def _(ctx):
+    names = ["nothing%d" % i for i in range(40)] + ["stat", "remove"]
+    st, rm, err = policy(ctx, ["-p", ",".join(names)])
+    expect_status(st, SSH_FX_PERMISSION_DENIED, "STAT as entry 41")
+    expect_status(rm, SSH_FX_PERMISSION_DENIED, "REMOVE as entry 42")
+    expect(os.path.exists(ctx.path("victim")), "the file was removed")
+    expect(b"more than 40" in err, "no warning at start: %r" % err)
+
+
+@test("-P refuses every entry it names, after an empty one too")
+def _(ctx):
+    st, rm, err = policy(ctx, ["-P", "stat,,remove"])
+    expect_status(st, SSH_FX_PERMISSION_DENIED, "STAT")
+    expect_status(rm, SSH_FX_PERMISSION_DENIED, "REMOVE")
+    expect(os.path.exists(ctx.path("victim")), "the file was removed")
+    expect(b"empty entry" in err, "no warning at start: %r" % err)
+
+
+# ---------------------------------------------------------------------------
+# -r: the root directory must be one only root can swap
+
+def need_root():
+    if os.geteuid() != 0:
+        raise Skip("needs root, to give the path to the root directory "
+                   "owners other than the user")
+
+
+def start_rooted(ctx, root):
+    srv = sftpwire.Server([SERVER, "-e", "-r", root], cwd=ctx.dir,
+                          timeout=5 * SLOW)
+    ctx.servers.append(srv)
+    try:
+        srv.init()
+        return srv, None
+    except sftpwire.WireError:
+        srv.wait(5 * SLOW)
+        return None, srv
+
+
+@test("-r refuses a root whose parent another user can write")
+def _(ctx):
+    need_root()
+    os.chmod(ctx.dir, 0o755)
+    parent = ctx.path("shared")
+    os.mkdir(parent)
+    os.chmod(parent, 0o777)   # not sticky: anyone may rename "jail"
+    os.mkdir(os.path.join(parent, "jail"))
+    srv, dead = start_rooted(ctx, os.path.join(parent, "jail"))
+    expect(srv is None, "the server started")
+    expect(dead.returncode != 0, "exit status 0")
+    expect(b"bad ownership or modes" in dead.stderr_output() and
+           parent.encode() in dead.stderr_output(),
+           "the refusal does not name %s: %r" % (parent,
+                                                 dead.stderr_output()))
+
+
+@test("-r refuses a root reached through a symlink a user controls")
+def _(ctx):
+    need_root()
+    os.chmod(ctx.dir, 0o755)
+    os.mkdir(ctx.path("real"))
+    os.mkdir(ctx.path("real", "jail"))
+    users = ctx.path("users")
+    os.mkdir(users)
+    os.chown(users, 65534, 65534)   # a user's own directory
+    os.symlink(ctx.path("real", "jail"), os.path.join(users, "jail"))
+    srv, dead = start_rooted(ctx, os.path.join(users, "jail"))
+    expect(srv is None, "the server started through %s/jail" % users)
+    expect(users.encode() in dead.stderr_output(),
+           "the refusal does not name %s: %r" % (users,
+                                                 dead.stderr_output()))
+
+
+@test("-r accepts a root-owned entry in a sticky directory, and links "
+      "only root can change")
+def _(ctx):
+    need_root()
+    os.chmod(ctx.dir, 0o755)
+    sticky = ctx.path("tmp")
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    os.mkdir(os.path.join(sticky, "jail"))
+    os.symlink(os.path.join(sticky, "jail"), ctx.path("link"))
+    for root in (os.path.join(sticky, "jail"), ctx.path("link")):
+        srv, dead = start_rooted(ctx, root)
+        expect(srv is not None, "-r %s refused: %r" % (
+            root, dead.stderr_output() if dead else b""))
+        srv.close()
+
+
+# ---------------------------------------------------------------------------
+# Work per request
+
+def strace_names(log):
+    """Path names the kernel looked up, from an strace log: each quoted
+    path argument counts its components."""
+    n = 0
+    for line in log.splitlines():
+        for arg in re.findall(r'"((?:[^"\\]|\\.)*)"', line):
+            n += len([c for c in arg.split("/") if c])
+    return n
+
+
+def under_strace(ctx, args, trace):
+    if shutil.which("strace") is None:
+        raise Skip("strace is not installed")
+    log = ctx.path("strace.log")
+    argv = ["strace", "-f", "-qq", "-s", "65536", "-e", "trace=" + trace,
+            "-o", log, SERVER, "-e"] + list(args)
+    srv = sftpwire.Server(argv, cwd=ctx.dir, timeout=60 * SLOW)
+    ctx.servers.append(srv)
+    return srv, log
+
+
+@test("REALPATH through a deep tree and chained links: names looked up "
+      "grow with the path, not with its depth")
+def _(ctx):
+    depth = 200
+    os.makedirs(ctx.path(*["d"] * depth))
+    os.symlink("d/" * depth + "../" * depth, ctx.path("a"))
+    srv, log = under_strace(ctx, [], "%file")
+    srv.init()
+    # 33 links: each sends the walk 200 directories down and up again.
+    r = srv.call(req_realpath("a/" * 33 + "d"))
+    expect(isinstance(r, Name) and r.entries[0].filename ==
+           os.path.realpath(ctx.path("d")).encode(),
+           "REALPATH: expected %s, got %r" % (ctx.path("d"), r))
+    # The 34th link is one too many, as OpenSSH's.
+    expect(isinstance(srv.call(req_realpath("a/" * 34 + "d")), Status),
+           "34 links resolved")
+    srv.close()
+    with open(log) as f:
+        names = strace_names(f.read())
+    # 67 links of 400 names: about 27,000 names walked.  A walk that looks
+    # each one up from the top looks up about 100 times as many.
+    expect(names < 200000, "%d names looked up for two REALPATHs" % names)
+    return "%d names looked up" % names
+
+
+@test("users-groups-by-id with 60000 colliding ids: at most 256 lookups "
+      "each")
+def _(ctx):
+    # Ids 64 apart share a slot of the name cache; most have no name.  The
+    # request fills most of a message (256 KiB).
+    uids = [0, 64] * 16 + [i * 64 for i in range(2, 30000 - 30)]
+    gids = [0, 64] * 16 + [i * 64 for i in range(2, 30000 - 30)]
+    body = (struct.pack(">I", 4 * len(uids)) +
+            b"".join(struct.pack(">I", u) for u in uids) +
+            struct.pack(">I", 4 * len(gids)) +
+            b"".join(struct.pack(">I", g) for g in gids))
+    srv, log = under_strace(ctx, [], "openat,open")
+    srv.init()
+    r = srv.call(req_extended("users-groups-by-id@openssh.com", body),
+                 timeout=120 * SLOW)
+    expect(isinstance(r, sftpwire.ExtendedReply),
+           "expected EXTENDED_REPLY, got %r" % r)
+    users, groups = sftpwire.parse_users_groups(r.data)
+    expect(len(users) == len(uids) and len(groups) == len(gids),
+           "expected %d and %d names, got %d and %d" %
+           (len(uids), len(gids), len(users), len(groups)))
+    expect(users[0] == b"root" and users[2] == b"root",
+           "uid 0 answered %r, %r" % (users[0], users[2]))
+    srv.close()
+    with open(log) as f:
+        text = f.read()
+    lookups = text.count('"/etc/passwd"') + text.count('"/etc/group"')
+    expect(lookups <= 2 * 256, "%d opens of /etc/passwd and /etc/group "
+           "for one request" % lookups)
+    return "%d lookups" % lookups
+
+
+# ---------------------------------------------------------------------------
+# FIFOs and logs
+
+@test("OPEN of a FIFO never blocks the session")
+def _(ctx):
+    os.mkfifo(ctx.path("fifo"))
+    srv = ctx.server()
+    srv.init()
+    r = srv.call(req_open("fifo", SSH_FXF_READ), timeout=5 * SLOW)
+    expect(isinstance(r, Handle), "OPEN for reading: expected a handle, "
+           "got %r" % r)
+    rd = srv.call(req_read(r.handle, 0, 1024), timeout=5 * SLOW)
+    expect(isinstance(rd, Status) and rd.code not in (SSH_FX_OK,),
+           "READ of a FIFO without a writer: expected an error status, "
+           "got %r" % rd)
+    expect_status(srv.call(req_close(r.handle)), SSH_FX_OK, "CLOSE")
+    w = srv.call(req_open("fifo", SSH_FXF_WRITE), timeout=5 * SLOW)
+    expect_status(w, SSH_FX_FAILURE, "OPEN for writing, no reader")
+    expect(not isinstance(srv.call(req_stat(".")), Status),
+           "the session stopped answering")
+    expect(srv.close() == 0, "exit status")
+
+
+@test("-e: a newline or CR in a client's name cannot forge a log line")
+def _(ctx):
+    srv = ctx.server(["-l", "INFO"])
+    srv.init()
+    for name in ("x\nforged: line one", "y\rforged: line two"):
+        srv.call(req_open(name, SSH_FXF_READ))
+    srv.close()
+    err = srv.stderr_output()
+    lines = re.split(rb"\r\n|\n|\r", err)
+    forged = [ln for ln in lines if ln.startswith(b"forged")]
+    expect(not forged, "client text began a log line: %r" % forged)
+    expect(b'open "x\\nforged: line one"' in err,
+           "the name is not in the log, escaped: %r" % err)
+
+
+if __name__ == "__main__":
+    sys.exit(suite.main(sys.argv, __doc__, Ctx, TESTS))
