@@ -1,7 +1,8 @@
 /*
  * Pipe sizes follow the traffic: one page while idle, what sshd gave or
  * PIPE_BIG while a transfer runs.  A pipe grows a step when one read or
- * write fills half of it.
+ * write fills half of it.  stderr, a third pipe from sshd that only log
+ * lines use, is one page while idle and what sshd gave otherwise.
  */
 #include <sys/types.h>
 
@@ -21,12 +22,17 @@ static struct pipe {
 	int size;	/* current size; -1 when fd is not a pipe */
 	int base;	/* the size sshd gave it */
 	int refused;	/* a grow failed: not tried again before idle */
-} pipes[2] = { { STDIN_FILENO, -1, -1, 0 }, { STDOUT_FILENO, -1, -1, 0 } };
+} pipes[3] = {
+	{ STDIN_FILENO, -1, -1, 0 },
+	{ STDOUT_FILENO, -1, -1, 0 },
+	{ STDERR_FILENO, -1, -1, 0 },
+};
+#define NPIPES	(sizeof pipes / sizeof pipes[0])
 
 void
 pipes_init(void)
 {
-	for (int i = 0; i < 2; i++) {
+	for (size_t i = 0; i < NPIPES; i++) {
 		pipes[i].size = sys_pipe_size(pipes[i].fd, 0);
 		pipes[i].base = pipes[i].size;
 	}
@@ -44,6 +50,9 @@ busy(struct pipe *p, size_t n)
 	want = p->size < p->base ? p->base : PIPE_BIG;
 	p->size = sys_pipe_size(p->fd, want);
 	p->refused = p->size <= was;	/* the user's quota is spent */
+	/* A transfer begins: the log gets its pipe back too. */
+	if (pipes[2].size > 0 && pipes[2].size < pipes[2].base)
+		pipes[2].size = sys_pipe_size(pipes[2].fd, pipes[2].base);
 }
 
 void
@@ -63,7 +72,7 @@ pipes_idle(void)
 {
 	int r = 0;
 
-	for (int i = 0; i < 2; i++) {
+	for (size_t i = 0; i < NPIPES; i++) {
 		pipes[i].refused = 0;
 		if (pipes[i].size <= PIPE_IDLE)
 			continue;

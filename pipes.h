@@ -1,7 +1,7 @@
 /*
- * The pipes sshd gives a session on stdin and stdout.  They are counted
- * against the user's pipe quota (pipe-user-pages-soft), which every session
- * of that user shares, so a session keeps them small while it is idle and
+ * The pipes sshd gives a session on stdin, stdout and stderr.  They are
+ * counted against the user's pipe quota (pipe-user-pages-soft), which every
+ * session of that user shares, so a session keeps them small while it is idle and
  * grows them only while traffic shows a transfer: fewer, larger reads and
  * writes then.  A grow the kernel refuses leaves the pipe as it was, which
  * is slower, never wrong.
@@ -11,14 +11,14 @@
 
 #include <stddef.h>
 
-/* Notes which of stdin and stdout are pipes, and their sizes. */
+/* Notes which of stdin, stdout and stderr are pipes, and their sizes. */
 void	pipes_init(void);
 /* A read from stdin returned n bytes: grows stdin when it ran full. */
 void	pipes_read(size_t n);
 /* n bytes are about to be written to stdout: grows it when they fill it. */
 void	pipes_write(size_t n);
 /*
- * The session is idle: shrinks both pipes to one page.  Returns 0, or -1
+ * The session is idle: shrinks the pipes to one page.  Returns 0, or -1
  * when a pipe still holds data and must be shrunk later.
  */
 int	pipes_idle(void);

@@ -439,6 +439,55 @@ def _(ctx):
     return "pipes %r busy, %r idle; %d KiB private dirty" % (busy, idle, kib)
 
 
+@test("stderr, a third pipe from sshd, is a page while idle and comes "
+      "back for a transfer")
+def _(ctx):
+    import fcntl
+    import subprocess
+    p = subprocess.Popen([SERVER], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         cwd=ctx.dir)
+
+    def call(data, nreplies):
+        os.write(p.stdin.fileno(), data)
+        out = []
+        for _ in range(nreplies):
+            n = struct.unpack(">I", read_exact(p.stdout.fileno(), 4,
+                                               10 * SLOW))[0]
+            out.append(sftpwire.parse_reply(read_exact(p.stdout.fileno(),
+                                                       n, 10 * SLOW)))
+        return out
+
+    def err_size():
+        return fcntl.fcntl(p.stderr.fileno(), F_GETPIPE_SZ)
+
+    try:
+        os.set_blocking(p.stdout.fileno(), False)
+        base = err_size()
+        call(sftpwire.encode_init(), 1)
+        time.sleep(IDLE_S + 1)
+        idle = err_size()
+        h = call(encode_request(1, req_open("f", SSH_FXF_WRITE |
+                                            sftpwire.SSH_FXF_CREAT)), 1)[0]
+        chunk = b"x" * 32768
+        replies = call(b"".join(encode_request(2 + i, req_write(
+            h.handle, i * 32768, chunk)) for i in range(64)), 64)
+        expect(all(isinstance(r, Status) and r.code == SSH_FX_OK
+                   for r in replies), "WRITEs failed: %r" % replies[:2])
+        busy = err_size()
+        time.sleep(IDLE_S + 1.5)
+        again = err_size()
+    finally:
+        p.kill()
+        p.wait()
+        for f in (p.stdin, p.stdout, p.stderr):
+            f.close()
+    expect((idle, busy, again) == (4096, base, 4096),
+           "stderr pipe idle, busy, idle again: expected 4096, %d, 4096, "
+           "got %d, %d, %d" % (base, idle, busy, again))
+    return "stderr %d at start, %d idle, %d busy" % (base, idle, busy)
+
+
 @test("with the user's pipe quota spent, a session transfers correctly")
 def _(ctx):
     if os.geteuid() != 0:
