@@ -1,0 +1,446 @@
+#!/usr/bin/env bash
+#
+# scale-sshd.sh: many idle SFTP sessions of one user through a real sshd, and
+# a new session of that user next to them. The system's /usr/sbin/sshd runs
+# on 127.0.0.1 with its own keys and configuration (tests/lib/sshd-lib.sh), its
+# "Subsystem sftp" the server under test. sshd's session process, running as
+# the user, makes each session's pipes, so they count against that user's
+# pipe quota (pipe-user-pages-soft), as on a real host.
+#
+# For each server and each N of --sessions:
+#   hold      N idle sessions over N/10 connections: one ControlMaster "ssh
+#             -N" each, and holder (as root: client-side pipes are not the
+#             user's) starting 10 "ssh -S MUX -s ... sftp" on it, INIT done
+#   measure   after 3 s idle: the servers' stdin+stdout pipe pages and
+#             stderr pipe pages (F_GETPIPE_SZ through pidfd_getfd), their
+#             Private_Dirty, and all the pipe pages of the user's processes
+#   probe     a new session (ssh ... python3) prints the sizes of the pipes
+#             sshd gave it and whether stdin grows to 1 MiB
+#   transfer  a new connection: sftp "put" then "get" of --size, with the
+#             new server's pipes read during the put
+# Rounds repeat all of it (medians, and ratios to the first N paired by round).
+#
+# usage: scale-sshd.sh [--ours PATH] [--ref PATH] [--servers LIST]
+#                      [--user NAME] [--sessions LIST] [--size SIZE]
+#                      [--rounds N] [--per-conn N] [--out FILE]
+#        scale-sshd.sh --report FILE
+#
+# Needs root, /usr/sbin/sshd, ssh, sftp, ssh-keygen, python3. Never reads or
+# changes /etc/ssh. The user (default sftpscale, as scale.sh) gets /bin/sh and
+# a home on a private tmpfs, so that sshd lets it in.
+
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+ours=${OURS:-$here/../sftp-server}
+ref=${REF:-/usr/lib/openssh/sftp-server}
+servers="ours ref"
+user=sftpscale
+sessions=0,200
+size=512M
+rounds=3
+per_conn=10
+settle=3
+cipher=aes128-gcm@openssh.com
+out=
+report=
+
+usage() {
+	sed -n '22,25s/^# \{0,1\}//p' "$0" >&2
+	exit 2
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--ours) ours=$2; shift ;;
+	--ref) ref=$2; shift ;;
+	--servers) servers=${2//,/ }; shift ;;
+	--user) user=$2; shift ;;
+	--sessions) sessions=$2; shift ;;
+	--size) size=$2; shift ;;
+	--rounds) rounds=$2; shift ;;
+	--per-conn) per_conn=$2; shift ;;
+	--out) out=$2; shift ;;
+	--report) report=$2; shift ;;
+	-h|--help) usage ;;
+	*) echo "scale-sshd.sh: unknown option $1" >&2; usage ;;
+	esac
+	shift || usage
+done
+case $rounds in ''|*[!0-9]*|0) echo "scale-sshd.sh: bad --rounds" >&2; exit 2 ;; esac
+case $per_conn in ''|*[!0-9]*|0) echo "scale-sshd.sh: bad --per-conn" >&2; exit 2 ;; esac
+case ,$sessions, in *[!0-9,]*|,,) echo "scale-sshd.sh: bad --sessions" >&2; exit 2 ;; esac
+sessions=${sessions//,/ }
+case $size in
+*[kK]) size_b=$((${size%?} << 10)) ;;
+*M) size_b=$((${size%?} << 20)) ;;
+*G) size_b=$((${size%?} << 30)) ;;
+*) size_b=$((size)) ;;
+esac
+
+# summarize FILE: the tables, from the result lines in FILE.
+summarize() {
+	awk -v sessions="$sessions" -v servers="$servers" '
+function median(a, n,    i, j, t) {
+	for (i = 1; i <= n; i++)
+		a[i] += 0
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+		}
+	if (n == 0)
+		return ""
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{
+	delete kv
+	for (i = 2; i <= NF; i++) {
+		eq = index($i, "=")
+		if (eq > 0) {
+			v = substr($i, eq + 1)
+			kv[substr($i, 1, eq - 1)] = v ~ /^-?([0-9]+\.?[0-9]*|\.[0-9]+)$/ ? v + 0 : v
+		}
+	}
+	s = kv["server"]; n = kv["n"]
+}
+$1 == "held" {
+	H[s, n] = sprintf("| %s | %s | %s | %s | %s / %s | %s | %s (%s) | %s | %s %s %s / %s |", s, n, kv["start_s"],
+	    kv["alive"], kv["pages_median"], kv["pages_max"], kv["err_pages_median"],
+	    kv["user_pages"], kv["user_pipes"], kv["pd_kb_median"],
+	    kv["fd0"], kv["fd1"], kv["fd2"], kv["grown"])
+}
+$1 == "xfer" && !kv["failed"] {
+	k = ++cnt[s, n, kv["op"]]
+	rate[s, n, kv["op"], k] = kv["bytes"] / 1048576 / kv["wall"]
+	R[s, n, kv["op"], kv["round"]] = rate[s, n, kv["op"], k]
+	if (kv["round"] > nr)
+		nr = kv["round"]
+	fd0[s, n, kv["op"]] = kv["fd0"]
+	fd1[s, n, kv["op"]] = kv["fd1"]
+}
+END {
+	ns = split(sessions, N, " ")
+	nv = split(servers, S, " ")
+	print ""
+	print "### Idle sessions through sshd, after 3 s idle"
+	print ""
+	print "| server | N | start s | servers found | stdin+stdout pages per session, median / max | stderr pages | user'\''s pipe pages (pipes) | Private_Dirty KiB | new session: fd0 fd1 fd2 bytes / stdin grown to |"
+	print "|---|---|---|---|---|---|---|---|---|"
+	for (i = 1; i <= nv; i++)
+		for (j = 1; j <= ns; j++)
+			if ((S[i], N[j]) in H)
+				print H[S[i], N[j]]
+	print ""
+	print "### A new session next to them: sftp put and get (medians; wall includes login; ratios paired by round)"
+	print ""
+	print "| server | N | put MiB/s | put / N=" N[1] " | its stdin, stdout during the put | get MiB/s | get / N=" N[1] " |"
+	print "|---|---|---|---|---|---|---|"
+	for (i = 1; i <= nv; i++) {
+		s = S[i]
+		for (o = 1; o <= 2; o++) {
+			op = o == 1 ? "put" : "get"
+			for (j = 1; j <= ns; j++) {
+				delete a
+				for (k = 1; k <= cnt[s, N[j], op]; k++)
+					a[k] = rate[s, N[j], op, k]
+				m[s, N[j], op] = median(a, cnt[s, N[j], op])
+			}
+		}
+		for (j = 1; j <= ns; j++) {
+			n = N[j]
+			for (o = 1; o <= 2; o++) {
+				op = o == 1 ? "put" : "get"
+				delete a
+				q = 0
+				for (r = 1; r <= nr; r++)
+					if (((s, n, op, r) in R) && ((s, N[1], op, r) in R))
+						a[++q] = R[s, n, op, r] / R[s, N[1], op, r]
+				pr[op] = q > 0 ? sprintf("%.2f", median(a, q)) : "-"
+			}
+			printf "| %s | %s | %s | %s | %s, %s | %s | %s |\n", s, n,
+			    (m[s, n, "put"] == "" ? "FAILED" : sprintf("%.1f", m[s, n, "put"])),
+			    pr["put"], fd0[s, n, "put"], fd1[s, n, "put"],
+			    (m[s, n, "get"] == "" ? "FAILED" : sprintf("%.1f", m[s, n, "get"])),
+			    pr["get"]
+		}
+	}
+}' "$1"
+}
+
+if [ -n "$report" ]; then
+	sessions=$(awk '$1 == "held" { for (i = 2; i <= NF; i++) if ($i ~ /^n=/ && !seen[$i]++) printf "%s ", substr($i, 3) }' "$report")
+	servers=$(awk '$1 == "held" { for (i = 2; i <= NF; i++) if ($i ~ /^server=/ && !seen[$i]++) printf "%s ", substr($i, 8) }' "$report")
+	summarize "$report"
+	exit 0
+fi
+
+if [ "$(id -u)" != 0 ]; then
+	echo "scale-sshd.sh: must run as root" >&2
+	exit 2
+fi
+# shellcheck disable=SC2034 # read by sshd-lib.sh
+SSHD_USERS=$user
+sshd_lib=$here/../tests/lib/sshd-lib.sh
+[ -f "$sshd_lib" ] || sshd_lib=$here/../tests/sshd-lib.sh	# the older layout
+# shellcheck source=tests/lib/sshd-lib.sh
+. "$sshd_lib"
+why=$(sshd_missing)
+[ -z "$why" ] && ! command -v sftp > /dev/null && why="no sftp"
+if [ -n "$why" ]; then
+	echo "scale-sshd.sh: $why" >&2
+	exit 2
+fi
+for s in $servers; do
+	case $s in
+	ours) [ -x "$ours" ] || { echo "scale-sshd.sh: no $ours" >&2; exit 2; } ;;
+	ref) [ -x "$ref" ] || { echo "scale-sshd.sh: no $ref" >&2; exit 2; } ;;
+	*) echo "scale-sshd.sh: unknown server $s" >&2; exit 2 ;;
+	esac
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/scale-sshd.XXXXXX") || exit 1
+chmod 0755 "$work"
+fs=$work/home
+mkdir -p "$work/bin" "$fs"
+mounted=0
+holder_pids=()
+holder_fds=()
+master_pids=()
+res=
+
+# release: ends the held sessions (each holder's input closes: it closes its
+# sessions and reaps its ssh clients), then the master connections; kills
+# by PID what lingers.
+release() {
+	local fd p i
+	for fd in "${holder_fds[@]}"; do
+		exec {fd}>&-
+	done
+	holder_fds=()
+	for p in "${holder_pids[@]}"; do
+		for i in $(seq 1 100); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	holder_pids=()
+	for p in "${master_pids[@]}"; do
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	master_pids=()
+}
+
+# shellcheck disable=SC2317 # run by the trap
+cleanup() {
+	trap - EXIT INT TERM
+	release
+	sshd_stop
+	if [ "$mounted" = 1 ]; then
+		umount "$fs" 2>/dev/null || umount -l "$fs"
+	fi
+	rm -rf "$work"
+	[ -n "$res" ] && [ -z "$out" ] && rm -f "$res"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+CC=${CC:-cc}
+warn="-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wvla -Werror"
+for prog in holder sessinfo; do
+	# shellcheck disable=SC2086
+	$CC -O2 -std=c11 -D_DEFAULT_SOURCE $warn -o "$work/bin/$prog" \
+	    "$here/$prog.c" || exit 1
+done
+[ -x "$ours" ] && cp "$ours" "$work/bin/ours"
+[ -x "$ref" ] && cp "$ref" "$work/bin/ref"
+chmod 0755 "$work/bin" "$work/bin/"*
+sync
+
+sshd_init "$work/sshd" || { echo "scale-sshd.sh: sshd_init failed" >&2; exit 1; }
+# The home: a tmpfs of the user's, for the uploads and the idle sessions.
+sshd_test_user "$user" "$fs" || { echo "scale-sshd.sh: cannot set up user $user" >&2; exit 1; }
+uid=$(id -u "$user")
+gid=$(id -g "$user")
+mount -t tmpfs -o "size=$((3 * size_b + (256 << 20))),mode=0700,uid=$uid,gid=$gid" scale "$fs" ||
+    { echo "scale-sshd.sh: cannot mount a tmpfs" >&2; exit 1; }
+mounted=1
+sshd_authorize "$user"
+# The client's side of the transfers, on the same tmpfs, closed to the user.
+mkdir -m 0700 "$fs/local"
+head -c "$size_b" /dev/urandom > "$fs/src.dat"
+chown "$uid:$gid" "$fs/src.dat"
+
+# ident BINARY COPY: the sha256 of the copy run (first 12 digits) and, for a
+# binary in this tree, the commit the tree is at and whether it has changes.
+ident() {
+	local id head
+	id="sha256 $(sha256sum < "$2" | cut -c1-12)"
+	case $(cd "$(dirname "$1")" && pwd -P) in
+	"$(cd "$here/.." && pwd -P)")
+		if head=$(git -C "$here/.." rev-parse --short HEAD 2>/dev/null); then
+			id="$id, tree at $head"
+			[ -n "$(git -C "$here/.." status --porcelain -uno 2>/dev/null)" ] &&
+			    id="$id with changes"
+		fi ;;
+	esac
+	echo "$id"
+}
+
+if [ -n "$out" ]; then
+	res=$out
+	: > "$res" || exit 1
+else
+	res=$(mktemp "${TMPDIR:-/tmp}/scale-sshd-results.XXXXXX") || exit 1
+fi
+start_s=$SECONDS
+echo "scale-sshd.sh: servers $servers; sessions $sessions ($per_conn per connection); sftp put and get of $size, $rounds rounds, $cipher"
+for s in $servers; do
+	case $s in
+	ours) echo "ours: $ours ($(ident "$ours" "$work/bin/ours"))" ;;
+	ref) echo "ref:  $ref ($(ident "$ref" "$work/bin/ref"))" ;;
+	esac
+done
+echo "user: $user (uid $uid); pipe-user-pages-soft $(cat /proc/sys/fs/pipe-user-pages-soft); load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
+
+# server_pids SERVER: the PIDs of the user's processes running that binary
+# (its copy in the work area is named after it).
+server_pids() {
+	pgrep -U "$uid" -x "$1"
+}
+
+# hold SERVER N: N idle sessions, per_conn on each master connection.
+hold() {
+	local srv=$1 n=$2 k=0 left=$2 m fd line i
+	while [ "$left" -gt 0 ]; do
+		k=$((k + 1))
+		m=$per_conn
+		[ "$left" -lt "$m" ] && m=$left
+		left=$((left - m))
+		ssh "${SSH_OPTS[@]}" -o ControlMaster=yes -o "ControlPath=$work/mux.$k" \
+		    -o ControlPersist=no -N "$user@127.0.0.1" < /dev/null 2>> "$work/ssh.err" &
+		master_pids+=($!)
+		for i in $(seq 1 200); do
+			ssh -F /dev/null -o "ControlPath=$work/mux.$k" -O check x 2>/dev/null && break
+			sleep 0.05
+		done
+		rm -f "$work/ctl.$k"
+		mkfifo "$work/ctl.$k"
+		"$work/bin/holder" hold -n "$m" -- ssh "${SSH_OPTS[@]}" \
+		    -o "ControlPath=$work/mux.$k" -s "$user@127.0.0.1" sftp \
+		    < "$work/ctl.$k" > "$work/hold.$k" 2>> "$work/holder.err" &
+		holder_pids+=($!)
+		exec {fd}> "$work/ctl.$k"
+		holder_fds+=("$fd")
+	done
+	# All started; wait for every holder to report its sessions ready.
+	for i in $(seq 1 $k); do
+		line=
+		for _ in $(seq 1 1200); do
+			line=$(head -n 1 "$work/hold.$i" 2>/dev/null)
+			[ -n "$line" ] && break
+			sleep 0.05
+		done
+		case $line in
+		ready*) ;;
+		*)
+			echo "scale-sshd.sh: connection $i of $srv: no sessions: $(tail -3 "$work/holder.err" "$work/ssh.err" 2>/dev/null | tr '\n' ' ')" >&2
+			return 1 ;;
+		esac
+	done
+}
+
+probe_py='import fcntl
+r = []
+for fd in (0, 1, 2):
+    try:
+        r.append("fd%d=%d" % (fd, fcntl.fcntl(fd, 1032)))
+    except OSError:
+        r.append("fd%d=-1" % fd)
+try:
+    fcntl.fcntl(0, 1031, 1 << 20)
+    r.append("grown=%d" % fcntl.fcntl(0, 1032))
+except OSError as e:
+    r.append("grown=EPERM" if e.errno == 1 else "grown=errno%d" % e.errno)
+print(" ".join(r))'
+
+# transfer SERVER N ROUND: sftp put, then get, each on a new connection.
+transfer() {
+	local srv=$1 n=$2 r=$3 op t0 t1 pid new held sample
+	held=" $(tr '\n' ' ' < "$work/held.pids" 2>/dev/null) "
+	for op in put get; do
+		rm -f "$fs/local/got.dat"
+		if [ $op = put ]; then
+			echo "put $fs/src.dat up.dat" > "$work/batch"
+		else
+			echo "get src.dat $fs/local/got.dat" > "$work/batch"
+		fi
+		t0=$(date +%s.%N)
+		sftp "${SSH_OPTS[@]}" -c "$cipher" -b "$work/batch" "$user@127.0.0.1" \
+		    > "$work/sftp.out" 2>&1 &
+		pid=$!
+		sample=
+		# The new server's pipes, once the transfer has run a while.
+		for _ in $(seq 1 100); do
+			new=
+			for p in $(server_pids "$srv"); do
+				case $held in *" $p "*) ;; *) new=$p ;; esac
+			done
+			if [ -n "$new" ]; then
+				sleep 0.3
+				sample=$("$work/bin/sessinfo" "$new" 2>/dev/null)
+				break
+			fi
+			kill -0 $pid 2>/dev/null || break
+			sleep 0.02
+		done
+		if ! wait $pid; then
+			echo "FAILED sftp $op ($srv, N=$n): $(tr '\n' ' ' < "$work/sftp.out")" >&2
+			echo "xfer server=$srv n=$n round=$r op=$op failed=1" >> "$res"
+			continue
+		fi
+		t1=$(date +%s.%N)
+		echo "xfer server=$srv n=$n round=$r op=$op bytes=$size_b wall=$(echo "$t1 - $t0" | bc) ${sample:-fd0=- fd1=-}" >> "$res"
+	done
+	rm -f "$fs/up.dat" "$fs/local/got.dat"
+}
+
+# Rounds interleave: each round runs every N and every server, the servers'
+# order and the N's reversed every other round, so that a drift of the
+# machine's speed does not always fall on the same ones.
+in_order() {
+	if [ $(($1 % 2)) = 1 ]; then
+		echo "$2"
+	else
+		echo "$2" | tr ' ' '\n' | tac | tr '\n' ' '
+	fi
+}
+for r in $(seq 1 "$rounds"); do
+	for srv in $(in_order "$r" "$servers"); do
+		sshd_start "$srv" <<EOF || { echo "scale-sshd.sh: $SSHD_ERROR" >&2; exit 1; }
+Subsystem sftp $work/bin/$srv
+Ciphers $cipher
+EOF
+		for n in $(in_order "$r" "$sessions"); do
+			echo "== round $r, $srv: $n idle sessions" >&2
+			t0=$SECONDS
+			hold "$srv" "$n" || exit 1
+			hold_s=$((SECONDS - t0))
+			sleep $settle
+			server_pids "$srv" > "$work/held.pids"
+			si=$("$work/bin/sessinfo" -f "$work/held.pids")
+			usr=$("$work/bin/sessinfo" -u "$uid")
+			probe=$(ssh "${SSH_OPTS[@]}" "$user@127.0.0.1" /usr/bin/python3 -c "'$probe_py'" < /dev/null 2>&1 | tail -n 1)
+			echo "held server=$srv n=$n round=$r start_s=$hold_s $si user_${usr// / user_} probe $probe" >> "$res"
+			transfer "$srv" "$n" "$r"
+			release
+		done
+	done
+done
+sshd_stop
+
+summarize "$res"
+echo
+echo "load average at the end: $(cut -d ' ' -f 1-3 /proc/loadavg); $((SECONDS - start_s)) s"
