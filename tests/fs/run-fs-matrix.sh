@@ -30,7 +30,9 @@
 #                  probe; also confine-sftp and parity); probe is
 #                  tests/fs/fs_probe.py: our server and OpenSSH's on files that
 #                  were there before the session (on overlay: in the lower
-#                  layer), answers and files left compared
+#                  layer), answers and files left compared; calls is
+#                  tests/fs/fs_calls.py: which calls the server relies on
+#                  the file system has, and the fallback where it lacks one
 #   SUITE_TIMEOUT  seconds one suite may take (default 900)
 #
 # Needs root. Debian packages: e2fsprogs, xfsprogs, btrfs-progs, bindfs,
@@ -76,6 +78,7 @@ suite_command() {
     confine-sftp) CMD=("$CLIENTS/run-confine.sh") ;;
     parity)       CMD=("$CLIENTS/run-parity.sh") ;;
     probe)        CMD=("$PYTHON" "$HERE/fs_probe.py" run "$PROBE/ours" "$PROBE/ref") ;;
+    calls)        CMD=("$PYTHON" "$HERE/fs_calls.py") ;;
     *)            return 1 ;;
     esac
 }
@@ -97,7 +100,7 @@ run_suites() {
             fi
         fi
         if ! suite_command "$s"; then
-            fail "$entry $s" "expected a suite name (raw, sftp, hostile, confine, probe, confine-sftp, parity), got $s"
+            fail "$entry $s" "expected a suite name (raw, sftp, hostile, confine, probe, calls, confine-sftp, parity), got $s"
             continue
         fi
         start=$SECONDS
@@ -125,7 +128,10 @@ run_suites() {
                 printf 'ok - %s %s: %s (%d s)\n' "$entry" "$s" "$last" $((SECONDS - start))
             fi
         fi
-        printf '%s\n' "$out" | grep -E '^(FAIL|skip) ' | sed 's/^/    /'
+        # The suite's failures and skips; the calls suite's lines are its
+        # report.
+        printf '%s\n' "$out" | grep -E '^(FAIL|skip) |^ok - calls: ' |
+            sed 's/^/    /'
         [ "$s" = probe ] && rm -rf "$PROBE"
     done
     # What the suites left behind (a mount's lost+found is the file system's).
