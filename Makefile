@@ -120,7 +120,7 @@ check-fs: sftp-server
 
 # The same without the hostile suite: about a minute, part of make check.
 check-fs-quick: sftp-server
-	SUITES=raw,sftp,confine,probe PYTHON=$(PYTHON) \
+	SUITES=raw,sftp,confine,probe,calls PYTHON=$(PYTHON) \
 	    tests/fs/run-fs-matrix.sh $(CURDIR)/sftp-server
 
 # Two sshd "hosts" on one GlusterFS volume, concurrent clients on both.

@@ -27,7 +27,7 @@
 #   FS=a,b         entries to run (default ext4,xfs,btrfs,overlay,tmpfs,
 #                  fuse,gluster)
 #   SUITES=a,b     suites to run on each (default raw,sftp,hostile,confine,
-#                  probe; also confine-sftp and parity); probe is
+#                  probe, calls; also confine-sftp and parity); probe is
 #                  tests/fs/fs_probe.py: our server and OpenSSH's on files that
 #                  were there before the session (on overlay: in the lower
 #                  layer), answers and files left compared; calls is
@@ -54,7 +54,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-900}
 ALL_FS="ext4,xfs,btrfs,overlay,tmpfs,fuse,gluster"
 FS=${FS:-$ALL_FS}
-SUITES=${SUITES:-raw,sftp,hostile,confine,probe}
+SUITES=${SUITES:-raw,sftp,hostile,confine,probe,calls}
 IMAGE_SIZE=1G
 GLUSTER_ADDR=192.0.2.1
 GLUSTER_VOLUME=sftpfsm
