@@ -517,6 +517,7 @@ walk_start(struct walk *w, const char *path)
 		return -1;
 	w->rlen = strlen(w->resolved);
 	w->depth = 0;
+	w->ids[0].ino = 0;	/* "/": always opened again by name */
 	for (size_t i = 0; i < w->rlen; i++)
 		if (w->resolved[i] == '/' && w->resolved[i + 1] != '/' &&
 		    w->resolved[i + 1] != '\0')
