@@ -1025,7 +1025,8 @@ def build_longname_tree(ctx, top):
     w("old", b"old", mtime=now - 2 * 365 * 86400)
     w("halfyear", mtime=now - 200 * 86400)
     w("recent", mtime=now - 30 * 86400)
-    w("new", b"new", mtime=now)
+    w("new", b"new", mtime=now - 2)
+    w("soon", mtime=now + 60)
     w("future", mtime=now + 3 * 86400)
     w("epoch", mtime=0)
     w("with space", b"s")
@@ -1041,6 +1042,16 @@ def build_longname_tree(ctx, top):
         if lu is not None:
             lf = w("long_owner")
             os.chown(lf, lu.pw_uid, lu.pw_gid)
+    # Entries not dated above get a time an hour ago.  Left at their
+    # creation time they could be a moment ahead of time(2) when the
+    # reference reads them (file times are finer than the clock time(2)
+    # reads), and the reference would print a year where the server,
+    # started later, prints the time of day.
+    timed = {"old", "halfyear", "recent", "new", "future", "epoch", "soon"}
+    for n in os.listdir(d):
+        if n not in timed:
+            os.utime(os.path.join(d, n), (now - 3600, now - 3600),
+                     follow_symlinks=False)
     os.utime(d, (now - 100, now - 100))
 
 
