@@ -96,45 +96,16 @@ handle_new(struct handle_table *t, enum handle_kind kind, const char *path)
 	return h;
 }
 
-static void
-put_u32(uint8_t *p, uint32_t v)
-{
-	p[0] = v >> 24;
-	p[1] = v >> 16;
-	p[2] = v >> 8;
-	p[3] = v;
-}
-
-static uint32_t
-get_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	    (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-void
-handle_encode(const struct handle_table *t, const struct handle *h,
-    uint8_t out[HANDLE_LEN])
-{
-	(void)t;
-	put_u32(out, h->index);
-	put_u32(out + 4, h->gen);
-}
-
 struct handle *
-handle_lookup(struct handle_table *t, const uint8_t *s, size_t len,
+handle_lookup(struct handle_table *t, uint32_t index, uint32_t gen,
     enum handle_kind kind)
 {
 	struct handle *h;
-	uint32_t i;
 
-	if (len != HANDLE_LEN)
+	if (index >= t->fresh)
 		return NULL;
-	i = get_u32(s);
-	if (i >= t->fresh)
-		return NULL;
-	h = slot(t, i);
-	if (h->kind == HANDLE_FREE || h->gen != get_u32(s + 4))
+	h = slot(t, index);
+	if (h->kind == HANDLE_FREE || h->gen != gen)
 		return NULL;
 	if (kind != HANDLE_FREE && h->kind != kind)
 		return NULL;

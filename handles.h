@@ -1,7 +1,8 @@
 /*
- * The table of open file and directory handles.  A slot is named on the wire
- * by its index and a generation, so a closed handle is never mistaken for
- * the one that reuses its slot.  handles.c knows slots, not the protocol.
+ * The table of open file and directory handles.  A handle is named by its
+ * slot's index and the slot's generation, so a closed handle is never
+ * mistaken for the one that reuses its slot.  handles.c knows slots, not the
+ * protocol: packet.c puts the pair on the wire.
  */
 #ifndef HANDLES_H
 #define HANDLES_H
@@ -14,8 +15,6 @@
 #include <stdint.h>
 #include <time.h>
 
-/* Length of a handle on the wire: uint32 slot, uint32 generation. */
-#define HANDLE_LEN	8
 /* At most this many slots, whatever RLIMIT_NOFILE allows. */
 #define HANDLE_CAP	32768
 /* Slots are allocated this many at a time, when first needed. */
@@ -74,15 +73,13 @@ void	handle_table_free(struct handle_table *);
  */
 struct handle	*handle_new(struct handle_table *, enum handle_kind,
 		    const char *path);
-/* Writes the wire form of h into out. */
-void	handle_encode(const struct handle_table *, const struct handle *,
-	    uint8_t out[HANDLE_LEN]);
 /*
- * The open handle named by the wire string, if it is of kind (HANDLE_FREE
- * matches any kind).  NULL for a forged, stale or wrong-kind handle.
+ * The open handle at slot index with generation gen, as the client named
+ * them (any values), if it is of kind (HANDLE_FREE matches any kind).  NULL
+ * for a forged, stale or wrong-kind handle.
  */
-struct handle	*handle_lookup(struct handle_table *, const uint8_t *,
-		    size_t, enum handle_kind);
+struct handle	*handle_lookup(struct handle_table *, uint32_t index,
+		    uint32_t gen, enum handle_kind);
 /* Returns the slot to the free list; the caller has closed what it held. */
 void	handle_release(struct handle_table *, struct handle *);
 /* The open handle at index i, or NULL: for closing all at exit (i < nslots). */

@@ -92,6 +92,24 @@ pkt_get_string(struct cursor *c, const uint8_t **datap, uint32_t *lenp)
 }
 
 int
+pkt_get_handle(struct cursor *c, uint32_t *slotp, uint32_t *genp)
+{
+	const uint8_t *s;
+	uint32_t len;
+	int e;
+
+	*slotp = PKT_HANDLE_NONE;
+	*genp = 0;
+	if ((e = pkt_get_string(c, &s, &len)) != 0)
+		return e;
+	if (len == PKT_HANDLE_LEN) {
+		*slotp = peek_u32(s);
+		*genp = peek_u32(s + 4);
+	}
+	return 0;
+}
+
+int
 pkt_get_path(struct cursor *c, char *buf, size_t size)
 {
 	struct cursor save = *c;
@@ -585,7 +603,7 @@ pkt_reply_status(struct oqueue *q, uint32_t id, uint32_t code,
 }
 
 int
-pkt_reply_handle(struct oqueue *q, uint32_t id, const void *h, size_t len)
+pkt_reply_handle(struct oqueue *q, uint32_t id, uint32_t slot, uint32_t gen)
 {
 	struct reply r;
 	int e;
@@ -593,7 +611,9 @@ pkt_reply_handle(struct oqueue *q, uint32_t id, const void *h, size_t len)
 	if ((e = pkt_begin(q, &r, SSH_FXP_HANDLE)) != 0)
 		return e;
 	if ((e = pkt_put_u32(q, id)) != 0 ||
-	    (e = pkt_put_string(q, h, len)) != 0) {
+	    (e = pkt_put_u32(q, PKT_HANDLE_LEN)) != 0 ||
+	    (e = pkt_put_u32(q, slot)) != 0 ||
+	    (e = pkt_put_u32(q, gen)) != 0) {
 		pkt_cancel(q, &r);
 		return e;
 	}

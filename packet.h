@@ -125,6 +125,15 @@ int	pkt_get_string(struct cursor *, const uint8_t **datap, uint32_t *lenp);
 int	pkt_get_path(struct cursor *, char *buf, size_t size);
 /* ATTRS; extended pairs are checked and skipped. */
 int	pkt_get_attrs(struct cursor *, struct sftp_attrs *);
+/*
+ * A handle names a slot of the handle table and the slot's generation: on
+ * the wire, a string of PKT_HANDLE_LEN bytes, the two as uint32s.  A string
+ * of another length is not a parse error (OpenSSH answers it as an unknown
+ * handle): it reads as slot PKT_HANDLE_NONE, which names no handle.
+ */
+#define PKT_HANDLE_LEN	8
+#define PKT_HANDLE_NONE	UINT32_MAX
+int	pkt_get_handle(struct cursor *, uint32_t *slot, uint32_t *gen);
 
 /*
  * The input buffer.  Bytes are read into [end, ...) and packets are parsed
@@ -225,7 +234,8 @@ size_t	pkt_reply_len(const struct oqueue *, const struct reply *);
 /* Whole replies.  msg NULL means the fixed message of the code. */
 int	pkt_reply_status(struct oqueue *, uint32_t id, uint32_t code,
 	    const char *msg);
-int	pkt_reply_handle(struct oqueue *, uint32_t id, const void *, size_t);
+int	pkt_reply_handle(struct oqueue *, uint32_t id, uint32_t slot,
+	    uint32_t gen);
 int	pkt_reply_attrs(struct oqueue *, uint32_t id, const struct sftp_attrs *);
 /* NAME with one entry, name = longname = path, attrs flags 0 (REALPATH). */
 int	pkt_reply_name1(struct oqueue *, uint32_t id, const char *path);

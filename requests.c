@@ -227,12 +227,9 @@ reply_status(uint32_t id, uint32_t code, const char *msg)
 static uint32_t
 reply_handle(uint32_t id, struct handle *h)
 {
-	uint8_t wire[HANDLE_LEN];
-
-	handle_encode(&handles, h, wire);
 	/* Sic: OpenSSH 9.2 says "handle" twice. */
 	debug("request %u: sent handle handle %u", id, h->index);
-	queued(pkt_reply_handle(oq, id, wire, sizeof wire));
+	queued(pkt_reply_handle(oq, id, h->index, h->gen));
 	return REPLIED;
 }
 
@@ -263,12 +260,11 @@ reply_end(struct reply *r)
 static struct handle *
 get_handle(struct cursor *c, enum handle_kind kind, int *rp)
 {
-	const uint8_t *s;
-	uint32_t len;
+	uint32_t index, gen;
 
-	if ((*rp = pkt_get_string(c, &s, &len)) != 0)
+	if ((*rp = pkt_get_handle(c, &index, &gen)) != 0)
 		return NULL;
-	return handle_lookup(&handles, s, len, kind);
+	return handle_lookup(&handles, index, gen, kind);
 }
 
 static const char *

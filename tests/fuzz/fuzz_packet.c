@@ -156,6 +156,31 @@ get_string(struct cursor *c, const uint8_t **s, uint32_t *len)
 }
 
 static int
+get_handle(struct cursor *c, uint32_t *slot, uint32_t *gen)
+{
+	struct cursor b = *c;
+	uint32_t len;
+	int r, fits;
+
+	r = pkt_get_handle(c, slot, gen);
+	fits = b.left >= 4 && ref_u32(b.p) <= b.left - 4;
+	CHECK(r == (fits ? 0 : PKT_ESHORT));
+	if (r == 0) {
+		len = ref_u32(b.p);
+		if (len == PKT_HANDLE_LEN)
+			CHECK(*slot == ref_u32(b.p + 4) &&
+			    *gen == ref_u32(b.p + 8));
+		else
+			CHECK(*slot == PKT_HANDLE_NONE && *gen == 0);
+		advanced(&b, c, 4 + (size_t)len);
+	} else {
+		CHECK(*slot == PKT_HANDLE_NONE && *gen == 0);
+		unchanged(&b, c);
+	}
+	return r;
+}
+
+static int
 get_path(struct cursor *c, char *buf, size_t size)
 {
 	struct cursor b = *c;
@@ -364,22 +389,23 @@ reply_status(uint32_t id, uint32_t code, const char *msg)
 }
 
 static void
-reply_handle(uint32_t id, const uint8_t *h, size_t len)
+reply_handle(uint32_t id, uint32_t slot, uint32_t gen)
 {
 	struct cursor c;
 	size_t start;
-	uint32_t v;
+	uint32_t v, s, g;
 	int e;
 
 	room_for_reply();
 	start = q.len;
-	if ((e = pkt_reply_handle(&q, id, h, len)) != 0) {
+	if ((e = pkt_reply_handle(&q, id, slot, gen)) != 0) {
 		failed(e, start);
 		return;
 	}
 	c = reply_at(start, SSH_FXP_HANDLE);
 	CHECK(get_u32(&c, &v) == 0 && v == id);
-	read_back_string(&c, h, len);
+	CHECK(c.left == 4 + PKT_HANDLE_LEN);
+	CHECK(get_handle(&c, &s, &g) == 0 && s == slot && g == gen);
 	CHECK(c.left == 0);
 }
 
@@ -547,7 +573,7 @@ parse_extended(uint32_t id, struct cursor *c, const uint8_t *name,
     uint32_t nlen)
 {
 	const uint8_t *s1, *s2;
-	uint32_t l1, l2;
+	uint32_t l1, l2, h1, g1, h2, g2;
 	uint64_t a, b, d;
 	struct sftp_attrs at;
 
@@ -562,8 +588,8 @@ parse_extended(uint32_t id, struct cursor *c, const uint8_t *name,
 		if (get_path(c, path_a, sizeof path_a) == 0)
 			reply_name1(id, path_a);
 	} else if (IS("fstatvfs@openssh.com") || IS("fsync@openssh.com")) {
-		if (get_string(c, &s1, &l1) == 0)
-			reply_handle(id, s1, l1);
+		if (get_handle(c, &h1, &g1) == 0)
+			reply_handle(id, h1, g1);
 	} else if (IS("lsetstat@openssh.com")) {
 		if (get_path(c, path_a, sizeof path_a) == 0 &&
 		    get_attrs(c, &at) == 0)
@@ -571,10 +597,11 @@ parse_extended(uint32_t id, struct cursor *c, const uint8_t *name,
 	} else if (IS("limits@openssh.com")) {
 		reply_extended(id, (const uint8_t *)"", 0, SFTP_MAX_MSG);
 	} else if (IS("copy-data")) {
-		if (get_string(c, &s1, &l1) == 0 && get_u64(c, &a) == 0 &&
-		    get_u64(c, &b) == 0 && get_string(c, &s2, &l2) == 0 &&
+		if (get_handle(c, &h1, &g1) == 0 && get_u64(c, &a) == 0 &&
+		    get_u64(c, &b) == 0 && get_handle(c, &h2, &g2) == 0 &&
 		    get_u64(c, &d) == 0)
-			reply_extended(id, s2, l2, a ^ b ^ d);
+			reply_extended(id, (const uint8_t *)"", 0,
+			    a ^ b ^ d ^ h1 ^ g2);
 	} else if (IS("users-groups-by-id@openssh.com")) {
 		if (get_string(c, &s1, &l1) == 0 &&
 		    get_string(c, &s2, &l2) == 0)
@@ -591,7 +618,7 @@ parse_request(struct cursor *c)
 {
 	const uint8_t *s1, *s2;
 	struct sftp_attrs a;
-	uint32_t id, v, l1, l2;
+	uint32_t id, v, l1, l2, h1, g1;
 	uint64_t off;
 	uint8_t type;
 
@@ -619,16 +646,16 @@ parse_request(struct cursor *c)
 	case SSH_FXP_CLOSE:
 	case SSH_FXP_FSTAT:
 	case SSH_FXP_READDIR:
-		if (get_string(c, &s1, &l1) == 0)
-			reply_handle(id, s1, l1);
+		if (get_handle(c, &h1, &g1) == 0)
+			reply_handle(id, h1, g1);
 		break;
 	case SSH_FXP_READ:
-		if (get_string(c, &s1, &l1) == 0 && get_u64(c, &off) == 0 &&
+		if (get_handle(c, &h1, &g1) == 0 && get_u64(c, &off) == 0 &&
 		    get_u32(c, &v) == 0)
 			reply_data(id, c->p, v < c->left ? v : c->left);
 		break;
 	case SSH_FXP_WRITE:
-		if (get_string(c, &s1, &l1) == 0 && get_u64(c, &off) == 0 &&
+		if (get_handle(c, &h1, &g1) == 0 && get_u64(c, &off) == 0 &&
 		    get_string(c, &s2, &l2) == 0) {
 			reply_data(id, s2, l2);
 			reply_status(id, (uint32_t)off, NULL);

@@ -1,6 +1,7 @@
 /*
- * Unit tests of handles.c: the handle table, its wire form, and the limit
- * taken from RLIMIT_NOFILE.
+ * Unit tests of handles.c: the handle table, lookups by slot and generation,
+ * and the limit taken from RLIMIT_NOFILE.  The wire form of a handle is
+ * packet.c's, tested in test_packet.c.
  */
 #include <sys/types.h>
 #include <sys/resource.h>
@@ -49,18 +50,24 @@ teardown_table(void **state)
 	return 0;
 }
 
-/* The wire form of slot i, generation gen. */
-static void
-wire(uint8_t out[HANDLE_LEN], uint32_t i, uint32_t gen)
+/* What a client names a handle by: its slot and generation when handed out. */
+struct name {
+	uint32_t index;
+	uint32_t gen;
+};
+
+static struct name
+name_of(const struct handle *h)
 {
-	out[0] = i >> 24;
-	out[1] = i >> 16;
-	out[2] = i >> 8;
-	out[3] = i;
-	out[4] = gen >> 24;
-	out[5] = gen >> 16;
-	out[6] = gen >> 8;
-	out[7] = gen;
+	struct name n = { h->index, h->gen };
+
+	return n;
+}
+
+static struct handle *
+lookup(struct handle_table *t, struct name n, enum handle_kind kind)
+{
+	return handle_lookup(t, n.index, n.gen, kind);
 }
 
 static void
@@ -92,7 +99,6 @@ test_handle_new_across_chunks(void **state)
 	const uint32_t n = 3 * HANDLE_CHUNK + 1;
 	struct handle_table t;
 	struct handle **h;
-	uint8_t w[HANDLE_LEN];
 
 	(void)state;
 	h = calloc(n, sizeof *h);
@@ -105,11 +111,9 @@ test_handle_new_across_chunks(void **state)
 		assert_int_equal(h[i]->index, i);
 	}
 	assert_null(handle_new(&t, HANDLE_FILE, "/y"));
-	/* Check: each is found by its wire form and by its index. */
+	/* Check: each is found by its name and by its index. */
 	for (uint32_t i = 0; i < n; i++) {
-		handle_encode(&t, h[i], w);
-		assert_ptr_equal(handle_lookup(&t, w, HANDLE_LEN, HANDLE_FREE),
-		    h[i]);
+		assert_ptr_equal(lookup(&t, name_of(h[i]), HANDLE_FREE), h[i]);
 		assert_ptr_equal(handle_at(&t, i), h[i]);
 	}
 	/* Act and check: slots on chunk edges come back, newest first. */
@@ -202,44 +206,38 @@ test_handle_new_long_path_is_truncated(void **state)
 }
 
 static void
-test_handle_encode_wire_form(void **state)
+test_handle_name_slot_and_generation(void **state)
 {
 	struct handle_table *t = *state;
-	uint8_t got[HANDLE_LEN], want[HANDLE_LEN];
 	struct handle *h;
 
 	assert_non_null(handle_new(t, HANDLE_FILE, "/a"));
 	h = handle_new(t, HANDLE_FILE, "/b");
 	assert_non_null(h);
-	handle_encode(t, h, got);
-	wire(want, 1, 0);
-	assert_memory_equal(got, want, HANDLE_LEN);
+	assert_int_equal(h->index, 1);
+	assert_int_equal(h->gen, 0);
 	/* After a release, the slot comes back with the next generation. */
 	handle_release(t, h);
 	assert_ptr_equal(handle_new(t, HANDLE_DIR, "/c"), h);
 	assert_int_equal(h->index, 1);
-	handle_encode(t, h, got);
-	wire(want, 1, 1);
-	assert_memory_equal(got, want, HANDLE_LEN);
+	assert_int_equal(h->gen, 1);
 }
 
 static void
-test_handle_lookup_encoded_form(void **state)
+test_handle_lookup_by_name(void **state)
 {
 	struct handle_table *t = *state;
-	uint8_t w[NSLOTS][HANDLE_LEN];
+	struct name n[NSLOTS];
 	struct handle *h[NSLOTS];
 
 	for (uint32_t i = 0; i < NSLOTS; i++) {
 		h[i] = handle_new(t, i % 2 ? HANDLE_DIR : HANDLE_FILE, "/x");
 		assert_non_null(h[i]);
-		handle_encode(t, h[i], w[i]);
+		n[i] = name_of(h[i]);
 	}
 	for (uint32_t i = 0; i < NSLOTS; i++) {
-		assert_ptr_equal(handle_lookup(t, w[i], HANDLE_LEN,
-		    HANDLE_FREE), h[i]);
-		assert_ptr_equal(handle_lookup(t, w[i], HANDLE_LEN,
-		    h[i]->kind), h[i]);
+		assert_ptr_equal(lookup(t, n[i], HANDLE_FREE), h[i]);
+		assert_ptr_equal(lookup(t, n[i], h[i]->kind), h[i]);
 	}
 }
 
@@ -247,77 +245,54 @@ static void
 test_handle_lookup_wrong_kind_is_null(void **state)
 {
 	struct handle_table *t = *state;
-	uint8_t wf[HANDLE_LEN], wd[HANDLE_LEN];
 	struct handle *f, *d;
 
 	f = handle_new(t, HANDLE_FILE, "/f");
 	d = handle_new(t, HANDLE_DIR, "/d");
 	assert_non_null(f);
 	assert_non_null(d);
-	handle_encode(t, f, wf);
-	handle_encode(t, d, wd);
-	assert_null(handle_lookup(t, wf, HANDLE_LEN, HANDLE_DIR));
-	assert_null(handle_lookup(t, wd, HANDLE_LEN, HANDLE_FILE));
+	assert_null(lookup(t, name_of(f), HANDLE_DIR));
+	assert_null(lookup(t, name_of(d), HANDLE_FILE));
 }
 
 static void
 test_handle_lookup_stale_after_release_is_null(void **state)
 {
 	struct handle_table *t = *state;
-	uint8_t old[HANDLE_LEN], cur[HANDLE_LEN];
+	struct name old, cur;
 	struct handle *h, *again;
 
-	/* Set up: a handle, its wire form, then its release. */
+	/* Set up: a handle, its name, then its release. */
 	h = handle_new(t, HANDLE_FILE, "/old");
 	assert_non_null(h);
-	handle_encode(t, h, old);
+	old = name_of(h);
 	handle_release(t, h);
-	/* Check: the old form names nothing. */
-	assert_null(handle_lookup(t, old, HANDLE_LEN, HANDLE_FREE));
+	/* Check: the old name names nothing. */
+	assert_null(lookup(t, old, HANDLE_FREE));
 	assert_null(handle_at(t, 0));
 	/* Act: the slot is reused. */
 	again = handle_new(t, HANDLE_FILE, "/new");
 	assert_ptr_equal(again, h);
-	handle_encode(t, again, cur);
-	/* Check: still nothing under the old form; the new one works. */
-	assert_null(handle_lookup(t, old, HANDLE_LEN, HANDLE_FREE));
-	assert_null(handle_lookup(t, old, HANDLE_LEN, HANDLE_FILE));
-	assert_ptr_equal(handle_lookup(t, cur, HANDLE_LEN, HANDLE_FILE),
-	    again);
-	assert_memory_not_equal(old, cur, HANDLE_LEN);
+	cur = name_of(again);
+	/* Check: still nothing under the old name; the new one works. */
+	assert_null(lookup(t, old, HANDLE_FREE));
+	assert_null(lookup(t, old, HANDLE_FILE));
+	assert_ptr_equal(lookup(t, cur, HANDLE_FILE), again);
+	assert_int_equal(old.index, cur.index);
+	assert_int_not_equal(old.gen, cur.gen);
 }
 
 static void
 test_handle_lookup_free_slot_current_generation_is_null(void **state)
 {
 	struct handle_table *t = *state;
-	uint8_t w[HANDLE_LEN];
 	struct handle *h;
 
 	h = handle_new(t, HANDLE_FILE, "/x");
 	assert_non_null(h);
 	handle_release(t, h);
 	/* The generation the slot would have next, forged. */
-	wire(w, 0, h->gen);
-	assert_null(handle_lookup(t, w, HANDLE_LEN, HANDLE_FREE));
-}
-
-static void
-test_handle_lookup_wrong_length_is_null(void **state)
-{
-	static const size_t lens[] = { 0, 1, 7, 9, 16, 256 };
-	struct handle_table *t = *state;
-	uint8_t w[256];
-	struct handle *h;
-
-	h = handle_new(t, HANDLE_FILE, "/x");
-	assert_non_null(h);
-	memset(w, 0, sizeof w);
-	handle_encode(t, h, w);
-	/* The right bytes in front, but not the right length. */
-	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
-		assert_null(handle_lookup(t, w, lens[i], HANDLE_FREE));
-	assert_ptr_equal(handle_lookup(t, w, HANDLE_LEN, HANDLE_FREE), h);
+	assert_null(handle_lookup(t, 0, h->gen, HANDLE_FREE));
 }
 
 static void
@@ -326,14 +301,12 @@ test_handle_lookup_index_out_of_range_is_null(void **state)
 	static const uint32_t idx[] = { 1, NSLOTS - 1, NSLOTS, NSLOTS + 1,
 		0x80000000, UINT32_MAX };
 	struct handle_table *t = *state;
-	uint8_t w[HANDLE_LEN];
 
 	assert_non_null(handle_new(t, HANDLE_FILE, "/x"));
-	/* Slots never handed out, and slots past the table. */
-	for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
-		wire(w, idx[i], 0);
-		assert_null(handle_lookup(t, w, HANDLE_LEN, HANDLE_FREE));
-	}
+	/* Slots never handed out, slots past the table, and what packet.c
+	 * reads a handle string of the wrong length as. */
+	for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++)
+		assert_null(handle_lookup(t, idx[i], 0, HANDLE_FREE));
 }
 
 static void
@@ -342,7 +315,6 @@ test_handle_lookup_unallocated_chunk_is_null(void **state)
 	static const uint32_t idx[] = { 1, HANDLE_CHUNK - 1, HANDLE_CHUNK,
 		2 * HANDLE_CHUNK + 5, 3 * HANDLE_CHUNK - 1 };
 	struct handle_table t;
-	uint8_t w[HANDLE_LEN];
 
 	(void)state;
 	/* Set up: one handle open, so one chunk of three allocated. */
@@ -350,8 +322,7 @@ test_handle_lookup_unallocated_chunk_is_null(void **state)
 	assert_non_null(handle_new(&t, HANDLE_FILE, "/x"));
 	/* Check: slots inside the table but never handed out. */
 	for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
-		wire(w, idx[i], 0);
-		assert_null(handle_lookup(&t, w, HANDLE_LEN, HANDLE_FREE));
+		assert_null(handle_lookup(&t, idx[i], 0, HANDLE_FREE));
 		assert_null(handle_at(&t, idx[i]));
 	}
 	handle_table_free(&t);
@@ -362,15 +333,11 @@ test_handle_lookup_wrong_generation_is_null(void **state)
 {
 	static const uint32_t gens[] = { 1, 2, 0x80000000, UINT32_MAX };
 	struct handle_table *t = *state;
-	uint8_t w[HANDLE_LEN];
 
 	assert_non_null(handle_new(t, HANDLE_FILE, "/x"));
-	for (size_t i = 0; i < sizeof gens / sizeof gens[0]; i++) {
-		wire(w, 0, gens[i]);
-		assert_null(handle_lookup(t, w, HANDLE_LEN, HANDLE_FREE));
-	}
-	wire(w, 0, 0);
-	assert_non_null(handle_lookup(t, w, HANDLE_LEN, HANDLE_FREE));
+	for (size_t i = 0; i < sizeof gens / sizeof gens[0]; i++)
+		assert_null(handle_lookup(t, 0, gens[i], HANDLE_FREE));
+	assert_non_null(handle_lookup(t, 0, 0, HANDLE_FREE));
 }
 
 static void
@@ -420,22 +387,20 @@ static void
 test_handle_release_many_times_bumps_generation(void **state)
 {
 	struct handle_table *t = *state;
-	uint8_t w[HANDLE_LEN], prev[HANDLE_LEN];
+	struct name prev;
 	struct handle *h;
 
 	h = handle_new(t, HANDLE_FILE, "/x");
 	assert_non_null(h);
-	handle_encode(t, h, prev);
+	prev = name_of(h);
 	for (uint32_t i = 1; i <= 1000; i++) {
 		handle_release(t, h);
 		h = handle_new(t, HANDLE_FILE, "/x");
 		assert_int_equal(h->index, 0);
 		assert_int_equal(h->gen, i);
-		handle_encode(t, h, w);
-		assert_null(handle_lookup(t, prev, HANDLE_LEN, HANDLE_FREE));
-		assert_ptr_equal(handle_lookup(t, w, HANDLE_LEN, HANDLE_FREE),
-		    h);
-		memcpy(prev, w, HANDLE_LEN);
+		assert_null(lookup(t, prev, HANDLE_FREE));
+		assert_ptr_equal(lookup(t, name_of(h), HANDLE_FREE), h);
+		prev = name_of(h);
 	}
 }
 
@@ -580,10 +545,10 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_handle_new_long_path_is_truncated, setup_table,
 		    teardown_table),
-		cmocka_unit_test_setup_teardown(test_handle_encode_wire_form,
+		cmocka_unit_test_setup_teardown(test_handle_name_slot_and_generation,
 		    setup_table, teardown_table),
 		cmocka_unit_test_setup_teardown(
-		    test_handle_lookup_encoded_form, setup_table,
+		    test_handle_lookup_by_name, setup_table,
 		    teardown_table),
 		cmocka_unit_test_setup_teardown(
 		    test_handle_lookup_wrong_kind_is_null, setup_table,
@@ -594,9 +559,6 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_handle_lookup_free_slot_current_generation_is_null,
 		    setup_table, teardown_table),
-		cmocka_unit_test_setup_teardown(
-		    test_handle_lookup_wrong_length_is_null, setup_table,
-		    teardown_table),
 		cmocka_unit_test_setup_teardown(
 		    test_handle_lookup_index_out_of_range_is_null, setup_table,
 		    teardown_table),

@@ -1089,6 +1089,72 @@ test_get_string_length_all_ones_is_short(void **state)
 }
 
 static void
+test_get_handle_slot_and_generation(void **state)
+{
+	struct cursor c;
+	uint32_t slot = 77, gen = 77;
+	uint8_t *b;
+
+	(void)state;
+	b = exact_copy("\0\0\0\x08" "\x01\x02\x03\x04" "\xff\0\0\x01" "z",
+	    13, &c);
+	assert_int_equal(pkt_get_handle(&c, &slot, &gen), 0);
+	assert_int_equal(slot, 0x01020304);
+	assert_int_equal(gen, 0xff000001);
+	assert_cursor_at(&c, b + 12, 1);
+	free(b);
+}
+
+static void
+test_get_handle_wrong_length_names_no_slot(void **state)
+{
+	static const uint32_t lens[] = { 0, 1, 4, 7, 9, 16, 256 };
+	struct wbuf w = { 0 };
+	uint8_t bytes[256];
+	struct cursor c;
+	uint32_t slot, gen;
+	uint8_t *b;
+
+	(void)state;
+	/* A valid handle's bytes in front, but not its length. */
+	memset(bytes, 0, sizeof bytes);
+	bytes[7] = 1;
+	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+		w.len = 0;
+		wb_string(&w, bytes, lens[i]);
+		wb_u8(&w, 'z');
+		b = exact_copy(w.p, w.len, &c);
+		slot = gen = 77;
+		assert_int_equal(pkt_get_handle(&c, &slot, &gen), 0);
+		assert_int_equal(slot, PKT_HANDLE_NONE);
+		assert_int_equal(gen, 0);
+		assert_cursor_at(&c, b + 4 + lens[i], 1);
+		free(b);
+	}
+	wb_free(&w);
+}
+
+static void
+test_get_handle_short_leaves_cursor(void **state)
+{
+	static const uint8_t h[] = { 0, 0, 0, 8, 0, 0, 0, 3, 0, 0, 0, 1 };
+	struct cursor c;
+	uint32_t slot, gen;
+	uint8_t *b;
+
+	(void)state;
+	for (size_t n = 0; n < sizeof h; n++) {
+		b = exact_copy(h, n, &c);
+		slot = gen = 77;
+		assert_int_equal(pkt_get_handle(&c, &slot, &gen), PKT_ESHORT);
+		assert_int_equal(slot, PKT_HANDLE_NONE);
+		assert_int_equal(gen, 0);
+		assert_cursor_at(&c, b, n);
+		free(b);
+	}
+}
+
+static void
 test_get_path_short(void **state)
 {
 	char buf[64];
@@ -1459,7 +1525,7 @@ parse_request(struct cursor *c, const struct shape *sh)
 	char path[PATH_MAX];
 	struct sftp_attrs a;
 	const uint8_t *s;
-	uint32_t u32, len;
+	uint32_t u32, len, slot, gen;
 	uint64_t u64;
 	uint8_t u8;
 	int r;
@@ -1487,6 +1553,11 @@ parse_request(struct cursor *c, const struct shape *sh)
 				return r;
 			break;
 		case F_HANDLE:
+			if ((r = pkt_get_handle(c, &slot, &gen)) != 0)
+				return r;
+			assert_int_equal(slot, 3);
+			assert_int_equal(gen, 1);
+			break;
 		case F_IDS:
 			if ((r = pkt_get_string(c, &s, &len)) != 0)
 				return r;
@@ -1628,7 +1699,7 @@ test_pkt_reply_handle_bytes(void **state)
 	};
 	/* clang-format on */
 
-	assert_int_equal(pkt_reply_handle(q, 9, handle8, sizeof handle8), 0);
+	assert_int_equal(pkt_reply_handle(q, 9, 3, 1), 0);
 	assert_queue(q, want, sizeof want);
 }
 
@@ -1857,7 +1928,7 @@ test_pkt_cancel_restores_queue(void **state)
 	size_t len;
 
 	/* Set up: one complete reply. */
-	assert_int_equal(pkt_reply_handle(q, 1, handle8, sizeof handle8), 0);
+	assert_int_equal(pkt_reply_handle(q, 1, 3, 1), 0);
 	len = q->len;
 	memcpy(saved, q->buf, len);
 	/* Act: a reply started, filled and dropped. */
@@ -2099,7 +2170,7 @@ test_oq_flush_writes_all_to_pipe(void **state)
 
 	/* Set up: three replies. */
 	assert_int_equal(pkt_reply_status(q, 1, SSH_FX_EOF, NULL), 0);
-	assert_int_equal(pkt_reply_handle(q, 2, handle8, sizeof handle8), 0);
+	assert_int_equal(pkt_reply_handle(q, 2, 3, 1), 0);
 	assert_int_equal(pkt_reply_name1(q, 3, "/"), 0);
 	len = q->len;
 	assert_true(len <= sizeof want);
@@ -2280,6 +2351,9 @@ main(void)
 		cmocka_unit_test(test_get_string_one_byte_more_leaves_one),
 		cmocka_unit_test(test_get_string_empty),
 		cmocka_unit_test(test_get_string_length_all_ones_is_short),
+		cmocka_unit_test(test_get_handle_slot_and_generation),
+		cmocka_unit_test(test_get_handle_wrong_length_names_no_slot),
+		cmocka_unit_test(test_get_handle_short_leaves_cursor),
 		cmocka_unit_test(test_get_path_short),
 		cmocka_unit_test(test_get_path_exact),
 		cmocka_unit_test(test_get_path_one_byte_more_leaves_one),
