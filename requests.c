@@ -1379,36 +1379,51 @@ process_ext_expand_path(uint32_t id, struct cursor *c)
 	return reply_name1(id, resolved);
 }
 
-/* Copies by hand what copy_file_range() could not. */
+/*
+ * Copies by hand what copy_file_range() could not, through a buffer mapped
+ * for this request only: an idle session keeps no dirty pages of it.
+ */
 static int
 copy_loop(struct handle *rh, off_t roff, struct handle *wh, off_t woff,
     uint64_t len, int to_eof, uint64_t *copied)
 {
-	static uint8_t buf[COPY_CHUNK];
+	uint8_t *buf;
 	size_t want;
 	ssize_t n;
+	int r = 0, e;
 
 	*copied = 0;
+	buf = mmap(NULL, COPY_CHUNK, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		return -1;
 	while (to_eof || *copied < len) {
-		want = sizeof buf;
+		want = COPY_CHUNK;
 		if (!to_eof && len - *copied < want)
 			want = (size_t)(len - *copied);
 		n = pread(rh->fd, buf, want, roff);
 		if (n == -1 && errno == EINTR)
 			continue;
-		if (n == -1)
-			return -1;
+		if (n == -1) {
+			r = -1;
+			break;
+		}
 		if (n == 0)
 			break;
 		rh->bytes_read += (uint64_t)n;
-		if (write_full(wh, buf, (size_t)n, woff) == -1)
-			return -1;
+		if (write_full(wh, buf, (size_t)n, woff) == -1) {
+			r = -1;
+			break;
+		}
 		roff += n;
 		if (!(wh->flags & O_APPEND))
 			woff += n;	/* appends ignore it, and it may be huge */
 		*copied += (uint64_t)n;
 	}
-	return 0;
+	e = errno;	/* the caller reads it */
+	(void)munmap(buf, COPY_CHUNK);
+	errno = e;
+	return r;
 }
 
 /*

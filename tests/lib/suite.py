@@ -55,6 +55,22 @@ def sanitized(binary):
                       os.path.basename(binary)) is not None)
 
 
+def private_dirty_kib(pid, binary):
+    """Private_Dirty of pid, less the mappings of its own executable: a
+    binary written moments ago has dirty page-cache pages that count there
+    until they reach the disk."""
+    total, mine = 0, False
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                mine = len(fields) >= 6 and \
+                    os.path.realpath(fields[5]) == os.path.realpath(binary)
+            elif fields[0] == "Private_Dirty:" and not mine:
+                total += int(fields[1])
+    return total
+
+
 # Signs of a sanitizer report in the server's stderr.
 SANITIZER_REPORT = re.compile(rb"(ERROR: \w+Sanitizer|runtime error:|"
                               rb"LeakSanitizer|AddressSanitizer)")

@@ -47,6 +47,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the tree
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -60,6 +61,9 @@ SERVER_ARGV = server_argv()
 REFERENCE = reference_argv()[0]
 SHIM_SOURCE = os.path.join(HERE, "shim_fs_faults.c")
 UMASK = 0o022
+# Seconds without requests after which the server gives back its buffers
+# (its IDLE_MS), and a margin.
+IDLE_S = 3.0
 
 
 # -- the shim -------------------------------------------------------------------
@@ -348,6 +352,41 @@ def test_copy_data_without_copy_file_range_eopnotsupp(ctx):
 @test
 def test_copy_data_without_copy_file_range_einval(ctx):
     check_copies(ctx, "einval", {"CFR": "EINVAL"}, "copy_file_range EINVAL")
+
+
+@test
+def test_copy_data_by_hand_keeps_no_buffer_while_idle(ctx):
+    """The hand copy's buffer goes back with its request: after the copy
+    and a pause, an idle session holds no more private memory than it
+    did idle before it."""
+    if suite.sanitized(SERVER_ARGV[0]):
+        raise Skip("memory is not measured under a sanitizer")
+    d = ctx.dir("idle")
+    write_file(os.path.join(d, "src"), SRC)
+    srv, log = ctx.server("ours", d, {"CFR": "ENOSYS"})
+    # Set up: a handle opened and closed once, so that the handle table's
+    # first slots count in both measurements.
+    h = srv.open("src", SSH_FXF_READ)
+    expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    time.sleep(IDLE_S)
+    before = suite.private_dirty_kib(srv.proc.pid, SERVER_ARGV[0])
+    rh = srv.open("src", SSH_FXF_READ)
+    wh = srv.open("dst", SSH_FXF_WRITE | SSH_FXF_CREAT)
+    expect_status(srv.call(req_copy_data(rh, 0, 0, wh, 0)), SSH_FX_OK,
+                  "copy-data")
+    for h in (rh, wh):
+        expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    expect_fault(log, "copy_file_range ENOSYS", "idle")
+    time.sleep(IDLE_S)
+    after = suite.private_dirty_kib(srv.proc.pid, SERVER_ARGV[0])
+    with open(os.path.join(d, "dst"), "rb") as f:
+        if f.read() != SRC:
+            raise Failure("the copy differs from its source")
+    if after - before >= 32:
+        raise Failure("idle before the copy %d KiB private dirty, after it "
+                      "%d KiB" % (before, after))
+    return "%d KiB private dirty idle before the copy, %d after" % (
+        before, after)
 
 
 @test

@@ -381,22 +381,6 @@ def pipe_sizes(srv):
             fcntl.fcntl(srv.proc.stdout.fileno(), F_GETPIPE_SZ))
 
 
-def private_dirty_kib(pid, binary):
-    """Private_Dirty of pid, less the mappings of its own executable: a
-    binary written moments ago has dirty page-cache pages that count there
-    until they reach the disk."""
-    total, mine = 0, False
-    with open("/proc/%d/smaps" % pid) as f:
-        for line in f:
-            fields = line.split()
-            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
-                mine = len(fields) >= 6 and \
-                    os.path.realpath(fields[5]) == os.path.realpath(binary)
-            elif fields[0] == "Private_Dirty:" and not mine:
-                total += int(fields[1])
-    return total
-
-
 def transfer(srv, data, size=32768):
     h = srv.open("up", SSH_FXF_WRITE | sftpwire.SSH_FXF_CREAT)
     ids = srv.send_many([req_write(h, o, data[o:o + size])
@@ -423,7 +407,7 @@ def _(ctx):
     busy = pipe_sizes(srv)
     time.sleep(IDLE_S + 1.5)
     idle = pipe_sizes(srv)
-    kib = private_dirty_kib(srv.proc.pid, SERVER)
+    kib = suite.private_dirty_kib(srv.proc.pid, SERVER)
     expect(after_init == (4096, 4096), "pipes after INIT and idle: "
            "expected 4096 and 4096, got %r" % (after_init,))
     expect(min(busy) > 65536, "pipes during a transfer did not grow: %r" %
