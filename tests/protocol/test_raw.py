@@ -1052,7 +1052,9 @@ def build_longname_tree(ctx, top):
         if n not in timed:
             os.utime(os.path.join(d, n), (now - 3600, now - 3600),
                      follow_symlinks=False)
-    os.utime(d, (now - 100, now - 100))
+    # The listing's ".." too: the scratch directory, changed by mkdir above.
+    for x in (d, os.path.dirname(d)):
+        os.utime(x, (now - 100, now - 100))
 
 
 def listing(srv, path):

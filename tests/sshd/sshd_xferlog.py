@@ -170,7 +170,16 @@ def main():
         t.join(60)
     check("nine sessions finished", len(done1) + len(done2) == 9,
           "%d of 9" % (len(done1) + len(done2)))
-    time.sleep(1)                 # the servers' last lines
+    # A server writes session-close when sshd has torn its channel down,
+    # after the client returned: wait for all nine, up to 30 s.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        closes = sum(1 for p in (LOG + ".1", LOG) if os.path.exists(p)
+                     for r in lines_of(p)[0]
+                     if r.get("event") == "session-close")
+        if closes >= 9:
+            break
+        time.sleep(0.1)
     old, bad_old = lines_of(LOG + ".1")
     new, bad_new = lines_of(LOG)
     check("every line of both files is one JSON object (%d lines)" %
