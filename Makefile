@@ -35,7 +35,7 @@ UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attr
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all asan static run check check-fast check-fs check-fs-quick \
-	check-gluster unit integration integration-asan \
+	check-gluster check-openssh-regress unit integration integration-asan \
 	package-check fuzz fuzz-run fuzz-check deps install \
 	uninstall clean lint
 
@@ -126,6 +126,11 @@ check-fs-quick: sftp-server
 # Two sshd "hosts" on one GlusterFS volume, concurrent clients on both.
 check-gluster: sftp-server
 	tests/fs/run-gluster-2host.sh $(CURDIR)/sftp-server
+
+# OpenSSH's own SFTP and scp regression tests, in an OpenSSH source tree
+# that is configured and built: make check-openssh-regress OPENSSH_TREE=DIR
+check-openssh-regress: sftp-server
+	tests/sshd/run-openssh-regress.sh "$(OPENSSH_TREE)" $(CURDIR)/sftp-server
 
 # The edit-compile-test loop: unit tests and the protocol suites, under a
 # minute.
