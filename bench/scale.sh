@@ -398,10 +398,13 @@ if [ ! -x "$here/sftpbench" ] || [ "$here/sftpbench.c" -nt "$here/sftpbench" ]; 
 	build sftpbench "$here/sftpbench" || exit 1
 fi
 
-# The user whose sessions these are: made once, as a system user.
+# The user whose sessions these are: a system user, made for the run when
+# missing and then removed at the end.
+made_user=0
 if ! id -u "$user" > /dev/null 2>&1; then
 	useradd --system -M -d /nonexistent -s /usr/sbin/nologin "$user" ||
 	    { echo "scale.sh: cannot create user $user" >&2; exit 1; }
+	made_user=1
 fi
 uid=$(id -u "$user")
 gid=$(id -g "$user")
@@ -490,6 +493,9 @@ cleanup() {
 	fi
 	rm -rf "$work"
 	[ -n "$res" ] && [ -z "$out" ] && rm -f "$res"
+	if [ "$made_user" = 1 ]; then
+		userdel "$user" 2>/dev/null
+	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
