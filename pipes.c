@@ -1,8 +1,8 @@
 /*
- * Pipe sizes follow the traffic: one page while idle, what sshd gave or
- * PIPE_BIG while a transfer runs.  A pipe grows a step when one read or
- * write fills half of it.  stderr, a third pipe from sshd that only log
- * lines use, is one page while idle and what sshd gave otherwise.
+ * Pipe sizes follow the traffic: one page while idle, what sshd gave, then
+ * the pipe's largest size while a transfer runs.  A pipe grows a step when
+ * one read or write fills half of it.  stderr, a third pipe from sshd that
+ * only log lines use, is one page while idle and what sshd gave otherwise.
  */
 #include <sys/types.h>
 
@@ -12,20 +12,28 @@
 #include "pipes.h"
 #include "sys-gnu.h"
 
-/* A transfer's pipes: fewer, larger reads and writes on both sides. */
-#define PIPE_BIG	(1024 * 1024)
+/*
+ * A transfer's largest pipes: fewer, larger reads and writes on both sides.
+ * Through sshd, a 1 MiB stdin lets sshd write an upload in 256 KiB writes.
+ * sshd reads stdout 32 KiB at a time whatever its size, and 256 KiB there
+ * moves downloads as fast as 1 MiB (bench/README, "Many sessions") while it
+ * holds 64 pages of the user's pipe quota (pipe-user-pages-soft), not 256.
+ */
+#define PIPE_BIG_IN	(1024 * 1024)
+#define PIPE_BIG_OUT	(256 * 1024)
 /* An idle session's: the kernel's smallest, one page. */
 #define PIPE_IDLE	4096
 
 static struct pipe {
 	int fd;
+	int big;	/* its largest size */
 	int size;	/* current size; -1 when fd is not a pipe */
 	int base;	/* the size sshd gave it */
 	int refused;	/* a grow failed: not tried again before idle */
 } pipes[3] = {
-	{ STDIN_FILENO, -1, -1, 0 },
-	{ STDOUT_FILENO, -1, -1, 0 },
-	{ STDERR_FILENO, -1, -1, 0 },
+	{ STDIN_FILENO, PIPE_BIG_IN, -1, -1, 0 },
+	{ STDOUT_FILENO, PIPE_BIG_OUT, -1, -1, 0 },
+	{ STDERR_FILENO, 0, -1, -1, 0 },
 };
 #define NPIPES	(sizeof pipes / sizeof pipes[0])
 
@@ -44,10 +52,10 @@ busy(struct pipe *p, size_t n)
 {
 	int want, was = p->size;
 
-	if (p->size <= 0 || p->size >= PIPE_BIG || p->refused ||
+	if (p->size <= 0 || p->size >= p->big || p->refused ||
 	    n < (size_t)p->size / 2)
 		return;
-	want = p->size < p->base ? p->base : PIPE_BIG;
+	want = p->size < p->base ? p->base : p->big;
 	p->size = sys_pipe_size(p->fd, want);
 	p->refused = p->size <= was;	/* the user's quota is spent */
 	/* A transfer begins: the log gets its pipe back too. */
