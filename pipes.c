@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <errno.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pipes.h"
@@ -23,13 +24,18 @@
 #define PIPE_BIG_OUT	(256 * 1024)
 /* An idle session's: the kernel's smallest, one page. */
 #define PIPE_IDLE	4096
+/*
+ * After a grow the user's quota refused, a busy pipe tries again once this
+ * many seconds have passed: other sessions may have given pages back.
+ */
+#define RETRY_S		1
 
 static struct pipe {
 	int fd;
 	int big;	/* its largest size */
 	int size;	/* current size; -1 when fd is not a pipe */
 	int base;	/* the size sshd gave it */
-	int refused;	/* a grow failed: not tried again before idle */
+	time_t refused;	/* when a grow last failed, or 0 */
 } pipes[3] = {
 	{ STDIN_FILENO, PIPE_BIG_IN, -1, -1, 0 },
 	{ STDOUT_FILENO, PIPE_BIG_OUT, -1, -1, 0 },
@@ -46,18 +52,32 @@ pipes_init(void)
 	}
 }
 
+/* Seconds on the monotonic clock; never 0. */
+static time_t
+now_s(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		return 1;
+	return ts.tv_sec + 1;
+}
+
 /* n bytes went through p at once: the next size up when they filled half. */
 static void
 busy(struct pipe *p, size_t n)
 {
 	int want, was = p->size;
 
-	if (p->size <= 0 || p->size >= p->big || p->refused ||
-	    n < (size_t)p->size / 2)
+	if (p->size <= 0 || p->size >= p->big || n < (size_t)p->size / 2)
+		return;
+	/* Only a pipe that ran full asks the clock. */
+	if (p->refused != 0 && now_s() - p->refused < RETRY_S)
 		return;
 	want = p->size < p->base ? p->base : p->big;
 	p->size = sys_pipe_size(p->fd, want);
-	p->refused = p->size <= was;	/* the user's quota is spent */
+	/* Refused: the user's quota is spent, for now. */
+	p->refused = p->size <= was ? now_s() : 0;
 	/* A transfer begins: the log gets its pipe back too. */
 	if (pipes[2].size > 0 && pipes[2].size < pipes[2].base)
 		pipes[2].size = sys_pipe_size(pipes[2].fd, pipes[2].base);

@@ -4,7 +4,7 @@
  * session of that user shares, so a session keeps them small while it is idle and
  * grows them only while traffic shows a transfer: fewer, larger reads and
  * writes then.  A grow the kernel refuses leaves the pipe as it was, which
- * is slower, never wrong.
+ * is slower, never wrong; a busy pipe tries again a second later.
  */
 #ifndef PIPES_H
 #define PIPES_H

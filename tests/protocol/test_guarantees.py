@@ -490,7 +490,8 @@ def _(ctx):
     return "stderr %d at start, %d idle, %d busy" % (base, idle, busy)
 
 
-@test("with the user's pipe quota spent, a session transfers correctly")
+@test("with the user's pipe quota spent, a session transfers correctly, "
+      "and its pipes grow within seconds once the quota has room again")
 def _(ctx):
     if os.geteuid() != 0:
         raise Skip("needs root, to lower pipe-user-pages-soft and run the "
@@ -501,6 +502,7 @@ def _(ctx):
     os.chmod(ctx.dir, 0o777)
     data = random.Random(11).randbytes(4 << 20)
     rfd, wfd = os.pipe()
+    ack_r, ack_w = os.pipe()    # the parent: the quota has room again
     with open(knob, "w") as f:
         f.write("1")
     try:
@@ -509,6 +511,7 @@ def _(ctx):
             code = 1
             try:
                 os.close(rfd)
+                os.close(ack_w)
                 os.setgroups([])
                 os.setgid(65534)
                 os.setuid(65534)
@@ -518,8 +521,19 @@ def _(ctx):
                 start = pipe_sizes(srv)
                 transfer(srv, data)
                 sizes = pipe_sizes(srv)
+                # The quota gets room while the session stays busy (no
+                # idle period, after which it would try again anyway).
+                os.write(wfd, b"spent\n")
+                os.read(ack_r, 1)
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 10 * SLOW:
+                    transfer(srv, data[:1 << 20])
+                    later = pipe_sizes(srv)
+                    if min(later) > 8192:
+                        break
+                waited = time.monotonic() - t0
                 rc = srv.close()
-                os.write(wfd, repr((start, sizes, rc,
+                os.write(wfd, repr((start, sizes, later, waited, rc,
                                     srv.stderr_output())).encode())
                 code = 0
             except BaseException as e:
@@ -528,26 +542,39 @@ def _(ctx):
             finally:
                 os._exit(code)
         os.close(wfd)
+        os.close(ack_r)
         out = b""
         while True:
             chunk = os.read(rfd, 65536)
             if not chunk:
                 break
             out += chunk
+            if out.startswith(b"spent\n") and ack_w is not None:
+                with open(knob, "w") as f:
+                    f.write(saved)
+                os.write(ack_w, b"x")
+                os.close(ack_w)
+                ack_w = None
+                out = out[len(b"spent\n"):]
         os.close(rfd)
         _, status = os.waitpid(pid, 0)
     finally:
+        if ack_w is not None:
+            os.close(ack_w)
         with open(knob, "w") as f:
             f.write(saved)
     expect(status == 0, "the session as nobody: %s" % out.decode())
     expect(not out.startswith(b"error"), "the session as nobody: %s" %
            out.decode())
-    start, sizes, rc, err = ast.literal_eval(out.decode())
+    start, sizes, later, waited, rc, err = ast.literal_eval(out.decode())
     expect(max(start) <= 8192, "the quota was not spent: pipes %r" %
            (start,))
     expect(max(sizes) <= 8192, "a pipe grew past the quota: %r" % (sizes,))
+    expect(later == (1 << 20, 256 << 10), "pipes %.1f s after the quota had "
+           "room again, the session busy all along: %r" % (waited, later))
     expect(rc == 0 and err == b"", "exit %d, stderr %r" % (rc, err))
-    return "pipes %r at start, %r after; 4 MiB up and down" % (start, sizes)
+    return ("pipes %r at start, %r after 4 MiB up and down; %r %.1f s "
+            "after the quota had room again" % (start, sizes, later, waited))
 
 
 # ---------------------------------------------------------------------------
