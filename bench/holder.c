@@ -55,6 +55,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "spread.h"
+
 #define SSH_FXP_INIT		1
 #define SSH_FXP_VERSION		2
 #define SSH_FXP_OPEN		3
@@ -648,33 +650,6 @@ proc_cpu(pid_t pid)
 		die("read %s", path);
 	buf[n] = '\0';
 	return strtod(buf, NULL) / 1e9;
-}
-
-static int
-cmp_long(const void *a, const void *b)
-{
-	long x1 = *(const long *)a, x2 = *(const long *)b;
-
-	return (x1 > x2) - (x1 < x2);
-}
-
-/* "NAME_min=.. NAME_median=.. NAME_max=.. NAME_total=.." of v[0..n). */
-static void
-print_spread(const char *name, long *v, size_t n)
-{
-	long total = 0;
-
-	if (n == 0) {
-		printf(" %s_min=- %s_median=- %s_max=- %s_total=0", name, name,
-		    name, name);
-		return;
-	}
-	qsort(v, n, sizeof(*v), cmp_long);
-	for (size_t i = 0; i < n; i++)
-		total += v[i];
-	printf(" %s_min=%ld %s_median=%ld %s_max=%ld %s_total=%ld", name, v[0],
-	    name, n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, name,
-	    v[n - 1], name, total);
 }
 
 /* Notes sessions whose server has exited; returns how many still live. */

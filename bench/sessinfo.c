@@ -37,6 +37,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "spread.h"
+
 #define PAGE_BYTES	4096
 
 static void __attribute__((noreturn))
@@ -205,33 +207,6 @@ rollup_kb(long pid, const char *field)
 			return strtol(p + fl + 1, NULL, 10);
 	}
 	return -1;
-}
-
-static int
-cmp_long(const void *a, const void *b)
-{
-	long x = *(const long *)a, y = *(const long *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* " NAME_min=.. NAME_median=.. NAME_max=.. NAME_total=.." of v[0..n). */
-static void
-print_spread(const char *name, long *v, size_t n)
-{
-	long total = 0;
-
-	if (n == 0) {
-		printf(" %s_min=- %s_median=- %s_max=- %s_total=0", name, name,
-		    name, name);
-		return;
-	}
-	qsort(v, n, sizeof(*v), cmp_long);
-	for (size_t i = 0; i < n; i++)
-		total += v[i];
-	printf(" %s_min=%ld %s_median=%ld %s_max=%ld %s_total=%ld", name, v[0],
-	    name, n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, name,
-	    v[n - 1], name, total);
 }
 
 static int
