@@ -10,7 +10,6 @@
  * request gets exactly one reply; the dispatcher checks it all the same.
  */
 #include <sys/types.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -28,13 +27,13 @@
 
 #include "attrib.h"
 #include "digest.h"
+#include "fileio.h"
 #include "fs.h"
 #include "handles.h"
 #include "log.h"
 #include "packet.h"
 #include "path.h"
 #include "requests.h"
-#include "sys-gnu.h"
 #include "xferlog.h"
 
 #define SFTP_VERSION	3
@@ -45,16 +44,12 @@
  * databases; other ids not in the cache are answered as unknown ("").
  */
 #define ID_LOOKUPS_MAX	256
-/* copy-data moves this much per system call when it copies by hand. */
+/* OpenSSH's copy-data moves this much at a time (see copy_hit_eof()). */
 #define COPY_CHUNK	(64 * 1024)
 
-/*
- * check-file: the algorithms advertised, the smallest block size of the
- * draft, and how much of the file one read takes.
- */
+/* check-file: the algorithms advertised, the draft's smallest block size. */
 #define CHECK_FILE_ALGOS	"md5,sha1,sha224,sha256,sha384,sha512,crc32"
 #define CHECK_BLOCK_MIN		256
-#define CHECK_CHUNK		(256 * 1024)
 
 /* statvfs@openssh.com's flag bits. */
 #define SSH2_FXE_STATVFS_ST_RDONLY	0x1
@@ -622,33 +617,6 @@ bad_offset(struct handle *h, uint64_t off)
 	return 0;
 }
 
-/*
- * Reads until len bytes or end of file: unlike OpenSSH's single read(2), a
- * short read is never passed on, since OpenSSH's client shrinks its request
- * size for the rest of the file after one.  Returns bytes read or -1.
- */
-static ssize_t
-read_full(int fd, uint8_t *buf, size_t len, off_t off)
-{
-	size_t got = 0;
-	ssize_t n;
-
-	while (got < len) {
-		n = pread(fd, buf + got, len - got, off + (off_t)got);
-		if (n == -1) {
-			if (errno == EINTR)
-				continue;
-			if (got > 0)
-				break;
-			return -1;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
 /* uint32 id, string handle, uint64 offset, uint32 len */
 static uint32_t
 process_read(uint32_t id, struct cursor *c)
@@ -679,7 +647,7 @@ process_read(uint32_t id, struct cursor *c)
 		queued(PKT_ENOSPACE);
 		return REPLIED;
 	}
-	n = len == 0 ? 0 : read_full(h->fd, buf, len, (off_t)off);
+	n = len == 0 ? 0 : fileio_read_full(h->fd, buf, len, (off_t)off);
 	if (n == -1) {
 		int e = errno;
 
@@ -702,35 +670,16 @@ process_read(uint32_t id, struct cursor *c)
 }
 
 /*
- * Writes all of buf, at off or, for an O_APPEND handle, at the end (as
+ * Writes all of buf at off or, for an O_APPEND handle, at the end (as
  * OpenSSH, the offset is then ignored).  Returns 0, or -1 with errno: the
- * bytes before the failure may be on disk, but are never acknowledged.
+ * bytes before the failure may be on disk, and are counted, but are never
+ * acknowledged.
  */
 static int
 write_full(struct handle *h, const uint8_t *buf, size_t len, off_t off)
 {
-	size_t done = 0;
-	ssize_t n;
-
-	while (done < len) {
-		if (h->flags & O_APPEND)
-			n = write(h->fd, buf + done, len - done);
-		else
-			n = pwrite(h->fd, buf + done, len - done,
-			    off + (off_t)done);
-		if (n == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (n == 0) {
-			errno = EIO;
-			return -1;
-		}
-		done += (size_t)n;
-		h->bytes_written += (uint64_t)n;
-	}
-	return 0;
+	return fileio_write_full(h->fd, buf, len,
+	    (h->flags & O_APPEND) ? FILEIO_APPEND : off, &h->bytes_written);
 }
 
 /* uint32 id, string handle, uint64 offset, string data */
@@ -1380,53 +1329,6 @@ process_ext_expand_path(uint32_t id, struct cursor *c)
 }
 
 /*
- * Copies by hand what copy_file_range() could not, through a buffer mapped
- * for this request only: an idle session keeps no dirty pages of it.
- */
-static int
-copy_loop(struct handle *rh, off_t roff, struct handle *wh, off_t woff,
-    uint64_t len, int to_eof, uint64_t *copied)
-{
-	uint8_t *buf;
-	size_t want;
-	ssize_t n;
-	int r = 0, e;
-
-	*copied = 0;
-	buf = mmap(NULL, COPY_CHUNK, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		return -1;
-	while (to_eof || *copied < len) {
-		want = COPY_CHUNK;
-		if (!to_eof && len - *copied < want)
-			want = (size_t)(len - *copied);
-		n = pread(rh->fd, buf, want, roff);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1) {
-			r = -1;
-			break;
-		}
-		if (n == 0)
-			break;
-		rh->bytes_read += (uint64_t)n;
-		if (write_full(wh, buf, (size_t)n, woff) == -1) {
-			r = -1;
-			break;
-		}
-		roff += n;
-		if (!(wh->flags & O_APPEND))
-			woff += n;	/* appends ignore it, and it may be huge */
-		*copied += (uint64_t)n;
-	}
-	e = errno;	/* the caller reads it */
-	(void)munmap(buf, COPY_CHUNK);
-	errno = e;
-	return r;
-}
-
-/*
  * Whether a copy of len bytes that met end of file after done bytes answers
  * EOF.  OpenSSH copies in 64 KiB chunks and answers EOF only when a chunk
  * read nothing while more than a chunk was still to come; a copy that ends
@@ -1442,47 +1344,27 @@ copy_hit_eof(uint64_t done, uint64_t len)
 }
 
 /*
- * Copies with copy_file_range() while the kernel can, then by hand.
- * Returns SSH_FX_OK, SSH_FX_EOF when the input ended before len bytes, or
- * a failure status.
+ * Copies len bytes (0: to end of file) between the handles.  Returns
+ * SSH_FX_OK, SSH_FX_EOF when the input ended early enough that OpenSSH
+ * answers so, or a failure status.
  */
 static uint32_t
 copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
     uint64_t woff, uint64_t len)
 {
-	int to_eof = len == 0, append = (wh->flags & O_APPEND) != 0;
-	off_t ro = (off_t)roff, wo = (off_t)woff;
-	uint64_t done = 0, more;
-	ssize_t n;
-	size_t want;
+	struct fileio_copied c;
+	int r;
 
-	while (!append && (to_eof || done < len)) {
-		want = (to_eof || len - done > SSIZE_MAX / 2) ? SSIZE_MAX / 2 :
-		    (size_t)(len - done);
-		n = sys_copy_range(rh->fd, &ro, wh->fd, &wo, want);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1 && (errno == ENOSYS || errno == EXDEV ||
-		    errno == EINVAL || errno == EOPNOTSUPP))
-			break;
-		if (n == -1)
-			return errno_to_status(errno);
-		if (n == 0)
-			return to_eof || !copy_hit_eof(done, len) ? SSH_FX_OK :
-			    SSH_FX_EOF;
-		rh->bytes_read += (uint64_t)n;
-		wh->bytes_written += (uint64_t)n;
-		done += (uint64_t)n;
-	}
-	if (!to_eof && done == len)
-		return SSH_FX_OK;
-	if (copy_loop(rh, ro, wh, wo, len - done, to_eof, &more) == -1) {
+	r = fileio_copy(rh->fd, (off_t)roff, wh->fd, (wh->flags & O_APPEND) ?
+	    FILEIO_APPEND : (off_t)woff, len, &c);
+	rh->bytes_read += c.read;
+	wh->bytes_written += c.written;
+	if (r == -1) {
 		error("process_extended_copy_data: copy failed: %s",
 		    strerror(errno));
 		return errno_to_status(errno);
 	}
-	done += more;
-	if (!to_eof && done < len && copy_hit_eof(done, len))
+	if (r == FILEIO_EOF && copy_hit_eof(c.read, len))
 		return SSH_FX_EOF;
 	return SSH_FX_OK;
 }
@@ -1631,24 +1513,21 @@ process_ext_users_groups(uint32_t id, struct cursor *c)
 }
 
 /*
- * The digests of check-file, read with read_full() as READ reads: one over
- * the range [off, off + len), or one per block of bs bytes (the last one
- * shorter).  The reply is the EXTENDED_REPLY of the draft: "check-file",
- * the algorithm's name, then the digests one after another.
+ * The digests of check-file, read as READ reads: one over the range
+ * [off, off + len), or one per block of bs bytes (the last one shorter).
+ * The reply is the EXTENDED_REPLY of the draft: "check-file", the
+ * algorithm's name, then the digests one after another.
  */
 static uint32_t
 check_file(uint32_t id, int fd, const uint8_t *algs, uint32_t alen,
     uint64_t off, uint64_t len, uint32_t bs)
 {
 	const struct digest_algo *algo;
-	struct digest_ctx ctx;
-	uint8_t md[DIGEST_MAX_LEN], *buf;
+	uint8_t md[DIGEST_MAX_LEN];
 	struct reply rep;
 	struct stat st;
-	uint64_t nblocks, block, left, pos = off;
-	size_t want;
-	ssize_t n;
-	int e;
+	uint64_t nblocks, block, hashed = 0;
+	int r;
 
 	if ((algo = digest_select((const char *)algs, alen)) == NULL)
 		return SSH_FX_OP_UNSUPPORTED;
@@ -1668,34 +1547,22 @@ check_file(uint32_t id, int fd, const uint8_t *algs, uint32_t alen,
 	nblocks = bs == 0 ? 1 : len / bs + (len % bs != 0);
 	if (nblocks > (SFTP_MAX_MSG - 1024) / digest_len(algo))
 		return SSH_FX_FAILURE;	/* the digests would not fit a reply */
-	buf = mmap(NULL, CHECK_CHUNK, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		return SSH_FX_FAILURE;
 	queued(pkt_begin(oq, &rep, SSH_FXP_EXTENDED_REPLY));
 	queued(pkt_put_u32(oq, id));
 	queued(pkt_put_cstring(oq, "check-file"));
 	queued(pkt_put_cstring(oq, digest_name(algo)));
 	for (uint64_t i = 0; i < nblocks; i++) {
-		digest_init(&ctx, algo);
-		left = len - (pos - off) < block ? len - (pos - off) : block;
-		while (left > 0) {
-			want = left < CHECK_CHUNK ? (size_t)left : CHECK_CHUNK;
-			if ((n = read_full(fd, buf, want, (off_t)pos)) <= 0) {
-				/* An error, or the file shrank meanwhile. */
-				e = n == 0 ? 0 : errno;
-				pkt_cancel(oq, &rep);
-				(void)munmap(buf, CHECK_CHUNK);
-				return e == 0 ? SSH_FX_EOF : errno_to_status(e);
-			}
-			digest_update(&ctx, buf, (size_t)n);
-			pos += (uint64_t)n;
-			left -= (uint64_t)n;
+		r = fileio_digest(fd, (off_t)(off + i * block),
+		    len - i * block < block ? len - i * block : block, algo, md,
+		    &hashed);
+		if (r != 0) {
+			/* An error, or the file shrank meanwhile. */
+			pkt_cancel(oq, &rep);
+			return r == FILEIO_EOF ? SSH_FX_EOF :
+			    errno_to_status(errno);
 		}
-		digest_final(&ctx, md);
 		queued(pkt_put_raw(oq, md, digest_len(algo)));
 	}
-	(void)munmap(buf, CHECK_CHUNK);
 	debug("request %u: sent check-file %s, %llu digests", id,
 	    digest_name(algo), (unsigned long long)nblocks);
 	return reply_end(&rep);

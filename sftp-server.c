@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "fs.h"
 #include "log.h"
 #include "packet.h"
@@ -182,6 +183,7 @@ go_idle(void)
 {
 	ibuf_release(&ib);
 	oq_release(&oq);
+	fileio_release();
 	return pipes_idle() == 0 ? -1 : IDLE_MS;
 }
 

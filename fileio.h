@@ -1,0 +1,73 @@
+/*
+ * File I/O engines: whole reads and writes, a copy between two descriptors
+ * and a digest over a range of one.  They know descriptors and bytes, not the
+ * protocol: each returns bytes or 0, -1 with errno, or FILEIO_EOF, and logs
+ * nothing.
+ *
+ * The copy and the digest move data through one scratch buffer, mapped on
+ * first use and kept; fileio_release() gives its pages back when the session
+ * goes idle, as the input buffer and the reply queue do.
+ */
+#ifndef FILEIO_H
+#define FILEIO_H
+
+#include <sys/types.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "digest.h"
+
+/* The input ended before the length asked for. */
+#define FILEIO_EOF	(-2)
+/* In place of an output offset: write at the end (an O_APPEND descriptor). */
+#define FILEIO_APPEND	((off_t)-1)
+/* How much the copy and the digest read at a time. */
+#define FILEIO_CHUNK	(256 * 1024)
+
+/*
+ * Reads until len bytes or end of file, retrying short reads and EINTR, at
+ * off with pread(2).  Returns the bytes read (short only at end of file, or
+ * when an error follows some data), or -1 with errno.
+ */
+ssize_t	fileio_read_full(int fd, void *buf, size_t len, off_t off);
+/*
+ * Writes all of buf at off, or at the end for FILEIO_APPEND.  Returns 0, or
+ * -1 with errno.  *written grows by every byte the kernel took, failure or
+ * not: bytes before a failure may be on disk.
+ */
+int	fileio_write_full(int fd, const void *buf, size_t len, off_t off,
+	    uint64_t *written);
+
+/* What a copy moved, counted also when it fails. */
+struct fileio_copied {
+	uint64_t read;
+	uint64_t written;
+};
+
+/*
+ * Copies len bytes (0: to the end of in) from in at inoff to out at outoff
+ * (or FILEIO_APPEND): with copy_file_range(2) while the kernel can, by hand
+ * through the scratch buffer otherwise.  Returns 0 when done, FILEIO_EOF
+ * when in ended before len bytes, or -1 with errno; ECANCELED when the stop
+ * check said so.
+ */
+int	fileio_copy(int in, off_t inoff, int out, off_t outoff, uint64_t len,
+	    struct fileio_copied *);
+/*
+ * The digest of len bytes of fd from off, with algo, into md.  Returns 0,
+ * FILEIO_EOF when the file ends first, or -1 with errno (ECANCELED as
+ * above).  *hashed grows by the bytes read.
+ */
+int	fileio_digest(int fd, off_t off, uint64_t len,
+	    const struct digest_algo *algo, uint8_t *md, uint64_t *hashed);
+
+/*
+ * The copy and the digest call stop() between chunks; when it returns
+ * non-zero they end with ECANCELED.  NULL (the default) never stops them.
+ */
+void	fileio_set_stop(int (*stop)(void));
+/* Gives back the scratch buffer's pages; they read as zeros when next used. */
+void	fileio_release(void);
+
+#endif /* FILEIO_H */
