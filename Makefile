@@ -30,7 +30,7 @@ HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \
-	tests/unit/test_digest tests/unit/test_xferlog
+	tests/unit/test_digest tests/unit/test_xferlog tests/unit/test_fileio
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
