@@ -75,7 +75,6 @@ static const struct session *ss;
 static struct oqueue *oq;
 static struct handle_table handles;
 static int init_done;
-static int broken;	/* a reply did not fit: the session ends */
 
 /* Scratch for paths: requests are handled one at a time. */
 static char path1[PATH_MAX];
@@ -194,14 +193,15 @@ status_of(int r)
 }
 
 /*
- * A reply that does not fit breaks the queue's invariant: a bug.  The
- * session ends once the request is done (requests_process()).
+ * A reply that does not fit the queue is a bug: the loop answers requests
+ * only while the queue has room for the largest reply, and every reply
+ * that could outgrow a message is bounded before it is built.
  */
 static void
 queued(int r)
 {
 	if (r != 0)
-		broken = 1;
+		abort();
 }
 
 /*
@@ -1683,6 +1683,17 @@ find_request(uint8_t type, uint32_t id, struct cursor *c, uint32_t *statusp)
 	return rq;
 }
 
+/* Every request gets exactly one reply; anything else is a bug. */
+static void
+one_reply(const char *name, uint32_t id, uint64_t before)
+{
+	if (oq->nreplies == before + 1)
+		return;
+	error("internal error: %s request %u got %llu replies", name, id,
+	    (unsigned long long)(oq->nreplies - before));
+	abort();
+}
+
 /*
  * One request: every request gets exactly one reply.  Unlike OpenSSH, an
  * unknown packet type is answered with OP_UNSUPPORTED (OpenSSH says
@@ -1700,13 +1711,17 @@ requests_process(struct cursor *c)
 	if (pkt_get_u8(c, &type) != 0)
 		abort();	/* ibuf_next() never yields an empty body */
 	if (type == SSH_FXP_INIT) {
+		if (process_init(c) != 0)
+			return SESSION_FATAL;
 		init_done = 1;
-		return process_init(c);
+		one_reply("init", 0, before);
+		return 0;
 	}
 	if (!init_done) {
 		error("Received %u request before init", type);
 		return SESSION_FATAL;
 	}
+	rq = NULL;
 	if (pkt_get_u32(c, &id) != 0) {
 		id = 0;
 		error("request: bad message in request %u", id);
@@ -1721,11 +1736,7 @@ requests_process(struct cursor *c)
 	}
 	if (status != REPLIED)
 		(void)reply_status(id, status, NULL);
-	if (broken || oq->nreplies != before + 1) {
-		error("internal error: %s", broken ? "reply does not fit the "
-		    "queue" : "not one reply to a request");
-		return SESSION_BROKEN;
-	}
+	one_reply(rq != NULL ? rq->name : "unknown", id, before);
 	return 0;
 }
 
@@ -1734,7 +1745,7 @@ requests_init(const struct session *s, struct oqueue *q)
 {
 	ss = s;
 	oq = q;
-	init_done = broken = 0;
+	init_done = 0;
 	for (size_t i = 0; i < NREQUESTS; i++)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];

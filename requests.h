@@ -24,9 +24,22 @@ struct session {
 	const char *user_home;
 };
 
-/* requests_process(): the session must end, with this exit status. */
-#define SESSION_FATAL	255	/* a request before INIT, a malformed INIT */
-#define SESSION_BROKEN	1	/* a reply that does not fit: a bug */
+/*
+ * How a session ends: the exit status of the process, one list for the loop
+ * and the requests (the manual's EXIT STATUS lists them).  They are OpenSSH's
+ * server's, but for a client that leaves (its end of stdout closed): a clean
+ * end here, where OpenSSH logs the failed write and exits 1.  A session ended
+ * by SIGTERM, SIGHUP or SIGINT closes its files, then dies of that signal.
+ */
+enum session_exit {
+	SESSION_OK = 0,		/* end of input, or the client left */
+	SESSION_ERROR = 1,	/* a bad option, a read or write error */
+	SESSION_POLL = 2,	/* poll(2) failed */
+	SESSION_TOOLONG = 11,	/* a message longer than SFTP_MAX_MSG */
+	SESSION_FATAL = 255,	/* a fatal error (as OpenSSH's fatal()): a
+				   request before INIT, a malformed INIT, a
+				   frame of length 0, a bad option value */
+};
 
 /*
  * Starts the requests of a session: replies go to oq.  s must outlive the
@@ -36,7 +49,9 @@ int	requests_init(const struct session *s, struct oqueue *oq);
 /*
  * Answers the request whose body (type byte first) c covers: exactly one
  * reply is queued, or none for a request that ends the session.  Returns 0,
- * or the exit status that ends the session (SESSION_*).
+ * or the exit status that ends the session (SESSION_FATAL).  A reply that
+ * does not fit the queue, or a request that got no reply or two, is a bug:
+ * it aborts.
  */
 int	requests_process(struct cursor *c);
 /* Closes every open handle, logging each as a "forced" close. */

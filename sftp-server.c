@@ -44,13 +44,6 @@
  */
 #define IDLE_MS		2000
 
-/* Exit statuses, as OpenSSH's server's. */
-#define EXIT_OK		0	/* end of input, or the client left */
-#define EXIT_SETUP	1	/* a bad option, a read error */
-#define EXIT_WRITE	2	/* stdout failed */
-#define EXIT_TOOLONG	11	/* a message longer than allowed */
-#define EXIT_FATAL	255	/* fatal, as OpenSSH's fatal() */
-
 /* The options, as parse_options() reads them. */
 struct options {
 	const char *dir;	/* -d, or NULL */
@@ -128,9 +121,9 @@ static void
 output_failed(void)
 {
 	if (errno == EPIPE || errno == ECONNRESET)
-		cleanup_exit(EXIT_OK);
+		cleanup_exit(SESSION_OK);
 	error("write: %s", strerror(errno));
-	cleanup_exit(EXIT_WRITE);
+	cleanup_exit(SESSION_ERROR);
 }
 
 /* Writes the queue out. */
@@ -162,13 +155,13 @@ wait_input(int timeout)
 		if (errno == EINTR)
 			return 1;
 		error("poll: %s", strerror(errno));
-		cleanup_exit(EXIT_SETUP);
+		cleanup_exit(SESSION_POLL);
 	}
 	if (pfd[0].revents != 0)
 		return 1;	/* input, or its end: read it */
 	if (pfd[1].revents & (POLLERR | POLLHUP)) {
 		debug("output closed");
-		cleanup_exit(EXIT_OK);
+		cleanup_exit(SESSION_OK);
 	}
 	return n > 0;
 }
@@ -202,8 +195,8 @@ serve(void)
 			if (r < 0) {
 				error("bad message from %s local user %s",
 				    client_addr, user_name);
-				cleanup_exit(len == 0 ? EXIT_FATAL :
-				    EXIT_TOOLONG);
+				cleanup_exit(len == 0 ? SESSION_FATAL :
+				    SESSION_TOOLONG);
 			}
 			if ((r = requests_process(&c)) != 0)
 				cleanup_exit(r);
@@ -219,11 +212,11 @@ serve(void)
 		timeout = IDLE_MS;
 		if ((n = ibuf_read(&ib, STDIN_FILENO)) == 0) {
 			debug("read eof");
-			cleanup_exit(0);
+			cleanup_exit(SESSION_OK);
 		}
 		if (n == -1) {
 			error("read: %s", strerror(errno));
-			cleanup_exit(EXIT_SETUP);
+			cleanup_exit(SESSION_ERROR);
 		}
 		pipes_read((size_t)n);
 	}
@@ -237,7 +230,7 @@ usage(void)
 	    "[-l log_level]\n\t[-L transfer_log] [-P denied_requests] "
 	    "[-p allowed_requests] [-r root_directory] [-u umask]\n"
 	    "       %s -Q protocol_feature\n", progname, progname);
-	exit(EXIT_SETUP);
+	exit(SESSION_ERROR);
 }
 
 /*
@@ -254,7 +247,7 @@ die(const char *fmt, ...)
 	(void)vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	log_emit(LOG_LEVEL_FATAL, "%s", msg);
-	exit(EXIT_FATAL);
+	exit(SESSION_FATAL);
 }
 
 static void
@@ -295,7 +288,7 @@ expand_dir(const char *arg, char *out, size_t size)
 			    (int)strcspn(arg + 1, "/"), arg + 1);
 		else
 			error("tilde_expand: Path too long");
-		exit(EXIT_FATAL);
+		exit(SESSION_FATAL);
 	}
 	if (path_percent(tmp, user_home, user_name, user_uid, out,
 	    size) == 0)
@@ -332,7 +325,7 @@ confine(const char *root)
 		else
 			error("root directory \"%s\": %s", root,
 			    strerror(errno));
-		exit(EXIT_SETUP);
+		exit(SESSION_ERROR);
 	}
 	if (fs_confine(root) == 0)
 		return;
@@ -341,7 +334,7 @@ confine(const char *root)
 		    "start");
 	else
 		error("root directory \"%s\": %s", root, strerror(errno));
-	exit(EXIT_SETUP);
+	exit(SESSION_ERROR);
 }
 
 /* sshd leaves fds 0 to 2 open; anyone else may not. */
@@ -376,10 +369,10 @@ parse_options(int argc, char **argv, struct options *o)
 		case 'Q':
 			if (strcasecmp(optarg, "requests") != 0) {
 				fprintf(stderr, "Invalid query type\n");
-				exit(EXIT_SETUP);
+				exit(SESSION_ERROR);
 			}
 			requests_print_names();
-			exit(EXIT_OK);
+			exit(SESSION_OK);
 		case 'R':
 			sess.readonly = 1;
 			break;
@@ -447,7 +440,7 @@ find_client(void)
 	client_addr = addr;
 	if ((space = strchr(addr, ' ')) == NULL) {
 		error("Malformed SSH_CONNECTION variable: \"%s\"", conn);
-		cleanup_exit(EXIT_FATAL);
+		cleanup_exit(SESSION_FATAL);
 	}
 	*space = '\0';
 }
@@ -478,12 +471,12 @@ sftp_server_main(int argc, char **argv)
 	if (o.level == LOG_LEVEL_NOT_SET) {
 		fprintf(stderr, "Unrecognized internal syslog level code %d\n",
 		    o.level);
-		exit(EXIT_SETUP);
+		exit(SESSION_ERROR);
 	}
 	if (o.facility == -1 && !o.on_stderr) {
 		fprintf(stderr, "Unrecognized internal syslog facility code "
 		    "%d\n", o.facility);
-		exit(EXIT_SETUP);
+		exit(SESSION_ERROR);
 	}
 	log_init(progname, o.level, o.facility, o.on_stderr);
 	if (sess.deny_list != NULL)
@@ -511,7 +504,7 @@ sftp_server_main(int argc, char **argv)
 	if (ibuf_init(&ib, IBUF_SOFT) == -1 || oq_init(&oq, OQ_SIZE) == -1 ||
 	    requests_init(&sess, &oq) == -1) {
 		error("out of memory");
-		exit(EXIT_SETUP);
+		exit(SESSION_ERROR);
 	}
 	pipes_init();
 	if (o.root != NULL)
@@ -519,5 +512,5 @@ sftp_server_main(int argc, char **argv)
 	if (o.dir != NULL && fs_chdir(startdir) == -1)
 		error("chdir to \"%s\" failed: %s", startdir, strerror(errno));
 	serve();
-	return EXIT_OK;
+	return SESSION_OK;
 }
