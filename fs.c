@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "log.h"
 #include "sys-gnu.h"
 
 #if defined(__linux__) && defined(SYS_openat2)
@@ -85,6 +86,8 @@ struct fs_open_how {
 
 static int root_fd = -1;
 static struct stat root_st;
+static int guarded;		/* fs_protect() named a file */
+static struct stat guard_st;	/* its device and inode */
 static char root_path[PATH_MAX];	/* canonical, as the system sees it */
 static char vcwd[PATH_MAX] = "/";
 
@@ -94,7 +97,10 @@ fs_confined(void)
 	return root_fd != -1;
 }
 
-/* The client's path from the root: relative paths go behind vcwd. */
+/*
+ * The client's path from the root: relative paths go behind vcwd.  Not
+ * confined, the path as it is.
+ */
 static int
 virtual_path(const char *path, char *out)
 {
@@ -104,7 +110,7 @@ virtual_path(const char *path, char *out)
 		errno = ENOENT;	/* as the kernel has it */
 		return -1;
 	}
-	if (path[0] == '/')
+	if (path[0] == '/' || !fs_confined())
 		n = snprintf(out, PATH_MAX, "%s", path);
 	else
 		n = snprintf(out, PATH_MAX, "%s%s%s", vcwd,
@@ -141,7 +147,11 @@ drop_leading_dotdot(char *vp)
 		memmove(vp, p, strlen(p) + 1);
 }
 
-/* openat2() beneath the root; mode only with O_CREAT, as openat2 demands. */
+/*
+ * openat2() beneath the root; mode only with O_CREAT, as openat2 demands.
+ * Not confined (a protected file makes the plain calls take this way too),
+ * open(2) of the path.
+ */
 static int
 jail_open(const char *path, int flags, mode_t mode)
 {
@@ -150,6 +160,8 @@ jail_open(const char *path, int flags, mode_t mode)
 	char vp[PATH_MAX];
 	long r;
 
+	if (!fs_confined())
+		return open(path, flags | O_CLOEXEC, mode);
 	if (virtual_path(path, vp) == -1)
 		return -1;
 	memset(&how, 0, sizeof how);
@@ -167,9 +179,8 @@ jail_open(const char *path, int flags, mode_t mode)
 	}
 	return (int)r;
 #else
-	(void)path;
-	(void)flags;
-	(void)mode;
+	if (!fs_confined())
+		return open(path, flags | O_CLOEXEC, mode);
 	errno = ENOSYS;
 	return -1;
 #endif
@@ -192,6 +203,63 @@ on_procfs(int fd)
 	struct statfs sf;
 
 	return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_FS_MAGIC;
+}
+
+/*
+ * The protected file (fs_protect()): no request may open it, or change,
+ * rename, link or remove it.  It is known by its device and inode, and
+ * compared with what a request is about to act on: the descriptor it opened,
+ * or the entry it names in a directory it holds open.
+ */
+static int
+is_guarded(const struct stat *st)
+{
+	return guarded && st->st_dev == guard_st.st_dev &&
+	    st->st_ino == guard_st.st_ino;
+}
+
+/* Refuses a request on the protected file: -1 with EACCES. */
+static int
+refuse(const char *path)
+{
+	error("refusing \"%s\": it is the transfer log", path);
+	errno = EACCES;
+	return -1;
+}
+
+/* 0 unless fd is the protected file (then -1 with EACCES). */
+static int
+guard_fd(int fd, const char *path)
+{
+	struct stat st;
+
+	if (!guarded)
+		return 0;
+	if (fstat(fd, &st) == -1)
+		return -1;
+	return is_guarded(&st) ? refuse(path) : 0;
+}
+
+/* The same for the entry name of the directory dirfd, not followed. */
+static int
+guard_entry(int dirfd, const char *name, const char *path)
+{
+	struct stat st;
+
+	if (!guarded)
+		return 0;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+		return errno == ENOENT ? 0 : -1;
+	return is_guarded(&st) ? refuse(path) : 0;
+}
+
+int
+fs_protect(int fd)
+{
+	if (fstat(fd, &guard_st) == -1)
+		return -1;
+	guarded = 1;
+	return 0;
 }
 
 /* jail_parent(): the entry may be missing even when the path ends in "/". */
@@ -225,7 +293,7 @@ check_dir_entry(int dirfd, const char *name, int flags)
 static int
 jail_parent(const char *path, char *buf, const char **basep, int flags)
 {
-	char *slash;
+	char *slash, *base;
 	size_t len;
 	int fd, trailing = 0;
 
@@ -237,12 +305,16 @@ jail_parent(const char *path, char *buf, const char **basep, int flags)
 		buf[--len] = '\0';
 		trailing = 1;
 	}
+	/* Not confined, a relative path may be one name, in the cwd. */
 	slash = strrchr(buf, '/');
-	if (strcmp(slash + 1, "") == 0 || strcmp(slash + 1, ".") == 0 ||
-	    strcmp(slash + 1, "..") == 0)
+	base = slash != NULL ? slash + 1 : buf;
+	if (strcmp(base, "") == 0 || strcmp(base, ".") == 0 ||
+	    strcmp(base, "..") == 0)
 		return jail_open(buf, O_PATH | O_DIRECTORY, 0);
-	*basep = slash + 1;
-	if (slash == buf) {
+	*basep = base;
+	if (slash == NULL) {
+		fd = jail_open(".", O_PATH | O_DIRECTORY, 0);
+	} else if (slash == buf) {
 		fd = jail_open("/", O_PATH | O_DIRECTORY, 0);
 	} else {
 		*slash = '\0';
@@ -263,8 +335,9 @@ jail_parent(const char *path, char *buf, const char **basep, int flags)
 static int
 dots_errno(const char *buf, int for_rmdir)
 {
-	const char *last = strrchr(buf, '/') + 1;
+	const char *last = strrchr(buf, '/');
 
+	last = last != NULL ? last + 1 : buf;
 	if (!for_rmdir)
 		return EEXIST;
 	if (strcmp(last, ".") == 0)
@@ -728,9 +801,56 @@ fs_getcwd(char *buf, size_t size)
 	return buf;
 }
 
+/*
+ * open(2) of anything but the protected file.  The file is opened without
+ * O_TRUNC and checked on the descriptor; a regular file is then truncated
+ * through that descriptor, so the check and the truncation act on the same
+ * file.  O_RDONLY with O_TRUNC truncates too: the file is opened read-write
+ * for the check and the truncation (it needs read and write permission
+ * either way), then again read-only, and must still be the same file.
+ */
+static int
+open_guarded(const char *path, int flags, mode_t mode)
+{
+	struct stat st, again;
+	int fd, oflags = flags & ~O_TRUNC, reopen = 0;
+
+	if ((flags & O_TRUNC) && (flags & O_ACCMODE) == O_RDONLY) {
+		oflags = (oflags & ~O_ACCMODE) | O_RDWR;
+		reopen = 1;
+	}
+	if ((fd = jail_open(path, oflags, mode)) == -1)
+		return -1;
+	if (fstat(fd, &st) == -1)
+		goto fail;
+	if (is_guarded(&st)) {
+		(void)refuse(path);
+		goto fail;
+	}
+	if ((flags & O_TRUNC) && S_ISREG(st.st_mode) && ftruncate(fd, 0) == -1)
+		goto fail;
+	if (!reopen)
+		return fd;
+	(void)close(fd);
+	if ((fd = jail_open(path, flags & ~(O_TRUNC | O_CREAT), 0)) == -1)
+		return -1;
+	if (fstat(fd, &again) == -1)
+		goto fail;
+	if (again.st_dev != st.st_dev || again.st_ino != st.st_ino) {
+		errno = EAGAIN;	/* replaced in between: FAILURE */
+		goto fail;
+	}
+	return fd;
+fail:
+	close_keep_errno(fd);
+	return -1;
+}
+
 int
 fs_open(const char *path, int flags, mode_t mode)
 {
+	if (guarded)
+		return open_guarded(path, flags, mode);
 	if (!fs_confined())
 		return open(path, flags | O_CLOEXEC, mode);
 	return jail_open(path, flags, mode);
@@ -850,7 +970,8 @@ entry_op(enum entry_op op, const char *path, mode_t mode, const char *target)
 		/* None of these follows base, the last name. */
 		switch (op) {
 		case OP_UNLINK:
-			r = unlinkat(fd, base, 0);
+			if (guard_entry(fd, base, path) == 0)
+				r = unlinkat(fd, base, 0);
 			break;
 		case OP_MKDIR:
 			r = mkdirat(fd, base, mode);
@@ -870,7 +991,7 @@ entry_op(enum entry_op op, const char *path, mode_t mode, const char *target)
 int
 fs_unlink(const char *path)
 {
-	if (!fs_confined())
+	if (!fs_confined() && !guarded)
 		return unlink(path);
 	return entry_op(OP_UNLINK, path, 0, NULL);
 }
@@ -921,6 +1042,9 @@ pair_op(int is_link, int noreplace, const char *oldpath, const char *newpath)
 	}
 	if (obase == NULL || nbase == NULL)
 		errno = is_link ? EEXIST : EBUSY;
+	else if (guard_entry(ofd, obase, oldpath) == -1 ||
+	    (!is_link && guard_entry(nfd, nbase, newpath) == -1))
+		;	/* the protected file, renamed, replaced or linked */
 	else if (is_link)	/* without AT_SYMLINK_FOLLOW: the link itself */
 		r = linkat(ofd, obase, nfd, nbase, 0);
 	else if (noreplace)
@@ -935,7 +1059,7 @@ pair_op(int is_link, int noreplace, const char *oldpath, const char *newpath)
 int
 fs_link(const char *oldpath, const char *newpath)
 {
-	if (!fs_confined())
+	if (!fs_confined() && !guarded)
 		return link(oldpath, newpath);
 	return pair_op(1, 0, oldpath, newpath);
 }
@@ -943,7 +1067,7 @@ fs_link(const char *oldpath, const char *newpath)
 int
 fs_rename(const char *oldpath, const char *newpath, int noreplace)
 {
-	if (!fs_confined()) {
+	if (!fs_confined() && !guarded) {
 		if (noreplace)
 			return sys_rename_noreplace(AT_FDCWD, oldpath,
 			    AT_FDCWD, newpath);
@@ -963,12 +1087,14 @@ fs_truncate(const char *path, off_t size)
 	struct stat st;
 	int fd, r = -1;
 
-	if (!fs_confined())
+	if (!fs_confined() && !guarded)
 		return truncate(path, size);
 	if ((fd = jail_open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1)
 		return -1;
 	if (fstat(fd, &st) == 0) {
-		if (S_ISREG(st.st_mode))
+		if (is_guarded(&st))
+			(void)refuse(path);
+		else if (S_ISREG(st.st_mode))
 			r = ftruncate(fd, size);
 		else
 			errno = EINVAL;
@@ -1057,7 +1183,9 @@ chmod_nofollow(int dirfd, const char *base, mode_t mode)
 	if ((fd = openat(dirfd, base, O_PATH | O_NOFOLLOW | O_CLOEXEC)) == -1)
 		return -1;
 	if (fstat(fd, &st) == 0) {
-		if (S_ISLNK(st.st_mode))
+		if (is_guarded(&st))
+			(void)refuse(base);
+		else if (S_ISLNK(st.st_mode))
 			errno = EOPNOTSUPP;
 		else
 			r = chmod_fd(fd, &st, dirfd, base, NULL, mode);
@@ -1074,7 +1202,7 @@ fs_chmod(const char *path, mode_t mode, int follow)
 	struct stat st;
 	int fd, r;
 
-	if (!fs_confined()) {
+	if (!fs_confined() && !guarded) {
 		if (follow)
 			return chmod(path, mode);
 		return chmod_nofollow(AT_FDCWD, path, mode);
@@ -1084,7 +1212,8 @@ fs_chmod(const char *path, mode_t mode, int follow)
 	if (base != NULL)
 		r = chmod_nofollow(fd, base, mode);
 	else if ((r = fstat(fd, &st)) == 0)
-		r = chmod_fd(fd, &st, -1, NULL, path, mode);
+		r = is_guarded(&st) ? refuse(path) :
+		    chmod_fd(fd, &st, -1, NULL, path, mode);
 	close_keep_errno(fd);
 	return r;
 }
@@ -1096,15 +1225,17 @@ fs_utimes(const char *path, const struct timespec ts[2], int follow)
 	const char *base;
 	int fd, r;
 
-	if (!fs_confined())
+	if (!fs_confined() && !guarded)
 		return utimensat(AT_FDCWD, path, ts,
 		    follow ? 0 : AT_SYMLINK_NOFOLLOW);
 	if ((fd = jail_target(path, follow, buf, &base)) == -1)
 		return -1;
 	if (base == NULL)	/* the descriptor itself */
-		r = utimensat(fd, "", ts, AT_EMPTY_PATH);
+		r = guard_fd(fd, path) == -1 ? -1 :
+		    utimensat(fd, "", ts, AT_EMPTY_PATH);
 	else	/* the name itself, never followed */
-		r = utimensat(fd, base, ts, AT_SYMLINK_NOFOLLOW);
+		r = guard_entry(fd, base, path) == -1 ? -1 :
+		    utimensat(fd, base, ts, AT_SYMLINK_NOFOLLOW);
 	close_keep_errno(fd);
 	return r;
 }
@@ -1116,15 +1247,17 @@ fs_chown(const char *path, uid_t uid, gid_t gid, int follow)
 	const char *base;
 	int fd, r;
 
-	if (!fs_confined())
+	if (!fs_confined() && !guarded)
 		return follow ? chown(path, uid, gid) :
 		    fchownat(AT_FDCWD, path, uid, gid, AT_SYMLINK_NOFOLLOW);
 	if ((fd = jail_target(path, follow, buf, &base)) == -1)
 		return -1;
 	if (base == NULL)	/* the descriptor itself */
-		r = fchownat(fd, "", uid, gid, AT_EMPTY_PATH);
+		r = guard_fd(fd, path) == -1 ? -1 :
+		    fchownat(fd, "", uid, gid, AT_EMPTY_PATH);
 	else	/* the name itself, never followed */
-		r = fchownat(fd, base, uid, gid, AT_SYMLINK_NOFOLLOW);
+		r = guard_entry(fd, base, path) == -1 ? -1 :
+		    fchownat(fd, base, uid, gid, AT_SYMLINK_NOFOLLOW);
 	close_keep_errno(fd);
 	return r;
 }
@@ -1136,6 +1269,7 @@ fs_reset(void)
 	if (root_fd != -1)
 		(void)close(root_fd);
 	root_fd = -1;
+	guarded = 0;
 	root_path[0] = '\0';
 	memcpy(vcwd, "/", 2);
 }

@@ -33,6 +33,15 @@ int	fs_confine(const char *dir);
  * when the path cannot be walked.
  */
 int	fs_root_check(const char *dir, char *bad, size_t size);
+/*
+ * Protects the file open on fd (the transfer log) from every request: from
+ * then on no call below opens it, or truncates, renames, links, removes or
+ * changes the attributes of it, however the path names it (a symlink,
+ * another hard link, "..").  It is known by its device and inode, compared
+ * with what each call is about to act on; such a call fails with EACCES and
+ * logs why.  Returns 0, or -1 with errno.
+ */
+int	fs_protect(int fd);
 /* Whether fs_confine() is in force. */
 int	fs_confined(void);
 /*

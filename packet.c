@@ -6,7 +6,6 @@
 #include <sys/mman.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -180,19 +179,6 @@ fail:
 	return r;
 }
 
-/* Waits for events on fd, a descriptor someone made non-blocking. */
-static int
-wait_fd(int fd, short events)
-{
-	struct pollfd pfd;
-
-	pfd.fd = fd;
-	pfd.events = events;
-	if (poll(&pfd, 1, -1) == -1 && errno != EINTR)
-		return -1;
-	return 0;
-}
-
 /* The input buffer. */
 
 /*
@@ -325,18 +311,8 @@ ibuf_read(struct ibuf *ib, int fd)
 	ssize_t n;
 
 	ibuf_room(ib, &p, &room);
-	for (;;) {
-		n = read(fd, p, room);
-		if (n >= 0)
-			break;
-		if (errno == EINTR)
-			continue;
-		/* Someone left stdin non-blocking: wait as a blocking read. */
-		if ((errno == EAGAIN || errno == EWOULDBLOCK) &&
-		    wait_fd(fd, POLLIN) == 0)
-			continue;
+	if ((n = read(fd, p, room)) == -1)
 		return -1;
-	}
 	if (n > 0)
 		ibuf_fill(ib, (size_t)n);
 	return n;
@@ -380,34 +356,16 @@ oq_pending(const struct oqueue *q)
 	return q->len - q->sent;
 }
 
-/* Writes all of buf; 0, or -1 with errno. */
-static int
-write_all(int fd, const uint8_t *buf, size_t len)
-{
-	ssize_t n;
-
-	while (len > 0) {
-		n = write(fd, buf, len);
-		if (n == -1) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				return -1;
-			if (wait_fd(fd, POLLOUT) == -1)
-				return -1;
-			continue;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int
 oq_flush(struct oqueue *q, int fd)
 {
-	if (write_all(fd, q->buf + q->sent, q->len - q->sent) == -1)
-		return -1;
+	ssize_t n;
+
+	while (q->sent < q->len) {
+		if ((n = write(fd, q->buf + q->sent, q->len - q->sent)) == -1)
+			return -1;
+		q->sent += (size_t)n;
+	}
 	q->sent = q->len = q->reply_start = 0;
 	return 0;
 }

@@ -171,7 +171,10 @@ int	ibuf_ready(const struct ibuf *);
 void	ibuf_room(struct ibuf *, uint8_t **, size_t *);
 /* Accounts for n bytes read into the room. */
 void	ibuf_fill(struct ibuf *, size_t n);
-/* Reads once from fd into the room, retrying EINTR: bytes read, 0 at EOF, -1. */
+/*
+ * Reads once from fd into the room: bytes read, 0 at EOF, or -1 with errno
+ * (EINTR, or EAGAIN on a non-blocking fd: the caller waits and reads again).
+ */
 ssize_t	ibuf_read(struct ibuf *, int fd);
 /* Bytes buffered that do not yet form a packet. */
 size_t	ibuf_pending(const struct ibuf *);
@@ -184,7 +187,7 @@ size_t	ibuf_pending(const struct ibuf *);
 struct oqueue {
 	uint8_t *buf;
 	size_t size;
-	size_t sent;		/* bytes of buf already written */
+	size_t sent;		/* bytes of buf written by an unfinished flush */
 	size_t len;		/* bytes of buf queued */
 	size_t reply_start;	/* offset of the reply in construction */
 	uint64_t nreplies;	/* replies completed, for the one-reply check */
@@ -203,8 +206,10 @@ void	oq_release(struct oqueue *);
 /* Bytes queued and not yet written. */
 size_t	oq_pending(const struct oqueue *);
 /*
- * Writes everything queued to fd, resuming partial writes, retrying EINTR and
- * waiting in poll() on EAGAIN.  Returns 0, or -1 with errno set.
+ * Writes everything queued to fd, resuming partial writes.  Returns 0, or
+ * -1 with errno set; after EINTR or EAGAIN (a signal came, or fd is
+ * non-blocking and full: the caller looks, or waits) a later call goes on
+ * from where this one stopped.
  */
 int	oq_flush(struct oqueue *, int fd);
 

@@ -58,6 +58,15 @@
 /* What a handler returns besides a status code (see above). */
 #define REPLIED		0xffffffffU
 #define PARSE_ERROR	0xfffffffeU
+/* The session must end now (fileio's stop check): no reply at all. */
+#define ABANDONED	0xfffffffdU
+
+/*
+ * check-file hashes at most this much in one request: about five minutes of
+ * sha256 on one core.  A larger range is refused; a client can ask for
+ * parts of it.
+ */
+#define CHECK_FILE_MAX	((uint64_t)64 << 30)
 
 /* A request may change the file system: refused under -R. */
 #define REQ_WRITES	0x1
@@ -69,6 +78,12 @@ struct request {
 	uint8_t type;
 	uint32_t (*handler)(uint32_t, struct cursor *);
 	int flags;
+	/*
+	 * Requests this one does the work of, comma-separated, or NULL: it
+	 * is permitted only where they are too.  check-file discloses what
+	 * a file holds, so it is a read.
+	 */
+	const char *also;
 };
 
 static const struct session *ss;
@@ -115,39 +130,39 @@ static uint32_t process_ext_check_file_handle(uint32_t, struct cursor *);
 static uint32_t process_ext_check_file_name(uint32_t, struct cursor *);
 
 /* clang-format off */
-static struct request requests[] = {
-	{ "open", NULL, NULL, SSH_FXP_OPEN, process_open, 0 },
-	{ "close", NULL, NULL, SSH_FXP_CLOSE, process_close, 0 },
-	{ "read", NULL, NULL, SSH_FXP_READ, process_read, 0 },
-	{ "write", NULL, NULL, SSH_FXP_WRITE, process_write, REQ_WRITES },
-	{ "lstat", NULL, NULL, SSH_FXP_LSTAT, process_lstat, 0 },
-	{ "fstat", NULL, NULL, SSH_FXP_FSTAT, process_fstat, 0 },
-	{ "setstat", NULL, NULL, SSH_FXP_SETSTAT, process_setstat, REQ_WRITES },
-	{ "fsetstat", NULL, NULL, SSH_FXP_FSETSTAT, process_fsetstat, REQ_WRITES },
-	{ "opendir", NULL, NULL, SSH_FXP_OPENDIR, process_opendir, 0 },
-	{ "readdir", NULL, NULL, SSH_FXP_READDIR, process_readdir, 0 },
-	{ "remove", NULL, NULL, SSH_FXP_REMOVE, process_remove, REQ_WRITES },
-	{ "mkdir", NULL, NULL, SSH_FXP_MKDIR, process_mkdir, REQ_WRITES },
-	{ "rmdir", NULL, NULL, SSH_FXP_RMDIR, process_rmdir, REQ_WRITES },
-	{ "realpath", NULL, NULL, SSH_FXP_REALPATH, process_realpath, 0 },
-	{ "stat", NULL, NULL, SSH_FXP_STAT, process_stat, 0 },
-	{ "rename", NULL, NULL, SSH_FXP_RENAME, process_rename, REQ_WRITES },
-	{ "readlink", NULL, NULL, SSH_FXP_READLINK, process_readlink, 0 },
-	{ "symlink", NULL, NULL, SSH_FXP_SYMLINK, process_symlink, REQ_WRITES },
-	{ "posix-rename", "posix-rename@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_posix_rename, REQ_WRITES },
-	{ "statvfs", "statvfs@openssh.com", "2", SSH_FXP_EXTENDED, process_ext_statvfs, 0 },
-	{ "fstatvfs", "fstatvfs@openssh.com", "2", SSH_FXP_EXTENDED, process_ext_fstatvfs, 0 },
-	{ "hardlink", "hardlink@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_hardlink, REQ_WRITES },
-	{ "fsync", "fsync@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_fsync, REQ_WRITES },
-	{ "lsetstat", "lsetstat@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_lsetstat, REQ_WRITES },
-	{ "limits", "limits@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_limits, 0 },
-	{ "expand-path", "expand-path@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_expand_path, 0 },
-	{ "copy-data", "copy-data", "1", SSH_FXP_EXTENDED, process_ext_copy_data, REQ_WRITES },
-	{ "home-directory", "home-directory", "1", SSH_FXP_EXTENDED, process_ext_home_directory, 0 },
-	{ "users-groups-by-id", "users-groups-by-id@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_users_groups, 0 },
-	{ "check-file", "check-file-handle", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED, process_ext_check_file_handle, 0 },
-	{ "check-file", "check-file-name", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED, process_ext_check_file_name, 0 },
-	{ "check-file", "check-file", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED, process_ext_check_file_handle, 0 },
+static const struct request requests[] = {
+	{ "open", NULL, NULL, SSH_FXP_OPEN, process_open, 0, NULL },
+	{ "close", NULL, NULL, SSH_FXP_CLOSE, process_close, 0, NULL },
+	{ "read", NULL, NULL, SSH_FXP_READ, process_read, 0, NULL },
+	{ "write", NULL, NULL, SSH_FXP_WRITE, process_write, REQ_WRITES, NULL },
+	{ "lstat", NULL, NULL, SSH_FXP_LSTAT, process_lstat, 0, NULL },
+	{ "fstat", NULL, NULL, SSH_FXP_FSTAT, process_fstat, 0, NULL },
+	{ "setstat", NULL, NULL, SSH_FXP_SETSTAT, process_setstat, REQ_WRITES, NULL },
+	{ "fsetstat", NULL, NULL, SSH_FXP_FSETSTAT, process_fsetstat, REQ_WRITES, NULL },
+	{ "opendir", NULL, NULL, SSH_FXP_OPENDIR, process_opendir, 0, NULL },
+	{ "readdir", NULL, NULL, SSH_FXP_READDIR, process_readdir, 0, NULL },
+	{ "remove", NULL, NULL, SSH_FXP_REMOVE, process_remove, REQ_WRITES, NULL },
+	{ "mkdir", NULL, NULL, SSH_FXP_MKDIR, process_mkdir, REQ_WRITES, NULL },
+	{ "rmdir", NULL, NULL, SSH_FXP_RMDIR, process_rmdir, REQ_WRITES, NULL },
+	{ "realpath", NULL, NULL, SSH_FXP_REALPATH, process_realpath, 0, NULL },
+	{ "stat", NULL, NULL, SSH_FXP_STAT, process_stat, 0, NULL },
+	{ "rename", NULL, NULL, SSH_FXP_RENAME, process_rename, REQ_WRITES, NULL },
+	{ "readlink", NULL, NULL, SSH_FXP_READLINK, process_readlink, 0, NULL },
+	{ "symlink", NULL, NULL, SSH_FXP_SYMLINK, process_symlink, REQ_WRITES, NULL },
+	{ "posix-rename", "posix-rename@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_posix_rename, REQ_WRITES, NULL },
+	{ "statvfs", "statvfs@openssh.com", "2", SSH_FXP_EXTENDED, process_ext_statvfs, 0, NULL },
+	{ "fstatvfs", "fstatvfs@openssh.com", "2", SSH_FXP_EXTENDED, process_ext_fstatvfs, 0, NULL },
+	{ "hardlink", "hardlink@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_hardlink, REQ_WRITES, NULL },
+	{ "fsync", "fsync@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_fsync, REQ_WRITES, NULL },
+	{ "lsetstat", "lsetstat@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_lsetstat, REQ_WRITES, NULL },
+	{ "limits", "limits@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_limits, 0, NULL },
+	{ "expand-path", "expand-path@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_expand_path, 0, NULL },
+	{ "copy-data", "copy-data", "1", SSH_FXP_EXTENDED, process_ext_copy_data, REQ_WRITES, NULL },
+	{ "home-directory", "home-directory", "1", SSH_FXP_EXTENDED, process_ext_home_directory, 0, NULL },
+	{ "users-groups-by-id", "users-groups-by-id@openssh.com", "1", SSH_FXP_EXTENDED, process_ext_users_groups, 0, NULL },
+	{ "check-file", "check-file-handle", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED, process_ext_check_file_handle, 0, "read" },
+	{ "check-file", "check-file-name", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED, process_ext_check_file_name, 0, "open,read" },
+	{ "check-file", "check-file", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED, process_ext_check_file_handle, 0, "read" },
 };
 /* clang-format on */
 #define NREQUESTS	(sizeof requests / sizeof requests[0])
@@ -155,7 +170,7 @@ static struct request requests[] = {
 static void string_from_portable(uint32_t, char *, size_t);
 
 /* Requests by packet type, filled from the table at start. */
-static struct request *by_type[256];
+static const struct request *by_type[256];
 
 /*
  * The only place errno becomes a status, as OpenSSH's errno_to_portable().
@@ -429,30 +444,88 @@ requests_check_list(const char *opt, const char *list)
 		    "there, a deny list goes on", opt, list, LIST_MAX);
 }
 
-/* Whether a request may run; logs the refusal as OpenSSH does. */
+/* Why -R, -P or -p refuse a request. */
+enum refusal {
+	PERMITTED = 0,
+	READ_ONLY,	/* -R */
+	DENIED,		/* -P */
+	NOT_ALLOWED,	/* -p */
+};
+
+static enum refusal
+refusal(const char *name, int flags)
+{
+	if (ss->readonly && (flags & REQ_WRITES))
+		return READ_ONLY;
+	if (ss->deny_list != NULL && in_list(name, ss->deny_list, 0))
+		return DENIED;
+	if (ss->allow_list != NULL && !in_list(name, ss->allow_list, 1))
+		return NOT_ALLOWED;
+	return PERMITTED;
+}
+
+/* The first row of the table with this request name. */
+static const struct request *
+request_by_name(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NREQUESTS; i++)
+		if (strlen(requests[i].name) == len &&
+		    strncmp(requests[i].name, name, len) == 0)
+			return &requests[i];
+	abort();	/* a name in "also" that the table lacks */
+}
+
+/*
+ * Whether a request may run; logs the refusal as OpenSSH does.  A request
+ * that does the work of others (rq->also) is refused where they are.
+ */
 static int
 request_permitted(const struct request *rq)
 {
-	if (ss->readonly && (rq->flags & REQ_WRITES)) {
+	const struct request *other;
+	const char *p;
+	size_t n;
+
+	switch (refusal(rq->name, rq->flags)) {
+	case READ_ONLY:
 		verbose("Refusing %s request in read-only mode", rq->name);
 		return 0;
-	}
-	if (ss->deny_list != NULL && in_list(rq->name, ss->deny_list, 0)) {
+	case DENIED:
 		verbose("Refusing denylisted %s request", rq->name);
 		return 0;
-	}
-	if (ss->allow_list != NULL && in_list(rq->name, ss->allow_list, 1)) {
-		debug2("Permitting allowlisted %s request", rq->name);
-		return 1;
-	}
-	if (ss->allow_list != NULL) {
+	case NOT_ALLOWED:
 		verbose("Refusing non-allowlisted %s request", rq->name);
 		return 0;
+	case PERMITTED:
+		break;
 	}
+	for (p = rq->also; p != NULL && *p != '\0'; p += n + (p[n] == ',')) {
+		n = strcspn(p, ",");
+		other = request_by_name(p, n);
+		if (refusal(other->name, other->flags) != PERMITTED) {
+			verbose("Refusing %s request: it reads as %s does, and "
+			    "%s requests are refused", rq->name, other->name,
+			    other->name);
+			return 0;
+		}
+	}
+	if (ss->allow_list != NULL)
+		debug2("Permitting allowlisted %s request", rq->name);
 	return 1;
 }
 
-/* uint32 version.  Returns 0, or 255 for a malformed INIT. */
+/* Whether two rows are permitted alike: the same name, the same "also". */
+static int
+same_rule(const struct request *a, const struct request *b)
+{
+	if (strcmp(a->name, b->name) != 0 || a->flags != b->flags)
+		return 0;
+	if (a->also == NULL || b->also == NULL)
+		return a->also == b->also;
+	return strcmp(a->also, b->also) == 0;
+}
+
+/* uint32 version.  Returns 0, or SESSION_FATAL for a malformed INIT. */
 static int
 process_init(struct cursor *c)
 {
@@ -471,8 +544,8 @@ process_init(struct cursor *c)
 	for (size_t i = 0; i < NREQUESTS; i++) {
 		if (requests[i].ext_name == NULL)
 			continue;
-		/* Rows of one name are asked (and logged) once. */
-		if (i == 0 || strcmp(requests[i].name, requests[i - 1].name) != 0)
+		/* Rows alike (check-file's) are asked (and logged) once. */
+		if (i == 0 || !same_rule(&requests[i], &requests[i - 1]))
 			permitted = request_permitted(&requests[i]);
 		if (!permitted) {
 			debug2("compose_extension: refusing to advertise "
@@ -1358,7 +1431,12 @@ copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
 	r = fileio_copy(rh->fd, (off_t)roff, wh->fd, (wh->flags & O_APPEND) ?
 	    FILEIO_APPEND : (off_t)woff, len, &c);
 	rh->bytes_read += c.read;
+	track(rh, roff, c.read);
 	wh->bytes_written += c.written;
+	if (!(wh->flags & O_APPEND))
+		track(wh, woff, c.written);
+	if (r == -1 && errno == ECANCELED)
+		return ABANDONED;
 	if (r == -1) {
 		error("process_extended_copy_data: copy failed: %s",
 		    strerror(errno));
@@ -1520,15 +1598,16 @@ process_ext_users_groups(uint32_t id, struct cursor *c)
  */
 static uint32_t
 check_file(uint32_t id, int fd, const uint8_t *algs, uint32_t alen,
-    uint64_t off, uint64_t len, uint32_t bs)
+    uint64_t off, uint64_t len, uint32_t bs, uint64_t *hashed)
 {
 	const struct digest_algo *algo;
 	uint8_t md[DIGEST_MAX_LEN];
 	struct reply rep;
 	struct stat st;
-	uint64_t nblocks, block, hashed = 0;
+	uint64_t nblocks, block;
 	int r;
 
+	*hashed = 0;
 	if ((algo = digest_select((const char *)algs, alen)) == NULL)
 		return SSH_FX_OP_UNSUPPORTED;
 	if (bs != 0 && bs < CHECK_BLOCK_MIN)
@@ -1543,6 +1622,12 @@ check_file(uint32_t id, int fd, const uint8_t *algs, uint32_t alen,
 		return SSH_FX_EOF;
 	if (len == 0)
 		len = (uint64_t)st.st_size - off;
+	if (len > CHECK_FILE_MAX) {
+		error("check-file: %llu bytes asked for, at most %llu hashed "
+		    "in one request", (unsigned long long)len,
+		    (unsigned long long)CHECK_FILE_MAX);
+		return SSH_FX_FAILURE;
+	}
 	block = bs == 0 ? len : bs;
 	nblocks = bs == 0 ? 1 : len / bs + (len % bs != 0);
 	if (nblocks > (SFTP_MAX_MSG - 1024) / digest_len(algo))
@@ -1554,10 +1639,12 @@ check_file(uint32_t id, int fd, const uint8_t *algs, uint32_t alen,
 	for (uint64_t i = 0; i < nblocks; i++) {
 		r = fileio_digest(fd, (off_t)(off + i * block),
 		    len - i * block < block ? len - i * block : block, algo, md,
-		    &hashed);
+		    hashed);
 		if (r != 0) {
-			/* An error, or the file shrank meanwhile. */
+			/* The client left, an error, or the file shrank. */
 			pkt_cancel(oq, &rep);
+			if (r == -1 && errno == ECANCELED)
+				return ABANDONED;
 			return r == FILEIO_EOF ? SSH_FX_EOF :
 			    errno_to_status(errno);
 		}
@@ -1587,15 +1674,17 @@ get_check_fields(struct cursor *c, const uint8_t **algs, uint32_t *alen,
  * names it), string handle, string hash-algorithm-list,
  * uint64 start-offset, uint64 length, uint32 block-size
  *
- * The handle must be open for reading: PERMISSION_DENIED otherwise.
+ * The handle must be open for reading: PERMISSION_DENIED otherwise.  What
+ * is hashed is read for the client, as READ reads: it counts in the
+ * handle's bytes read, logged at its close.
  */
 static uint32_t
 process_ext_check_file_handle(uint32_t id, struct cursor *c)
 {
 	const uint8_t *algs;
 	struct handle *h;
-	uint64_t off, len;
-	uint32_t alen, bs;
+	uint64_t off, len, hashed;
+	uint32_t alen, bs, status;
 	int r;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -1609,7 +1698,10 @@ process_ext_check_file_handle(uint32_t id, struct cursor *c)
 	verbose("check-file \"%s\"", h->path);
 	if ((h->flags & O_ACCMODE) == O_WRONLY)
 		return SSH_FX_PERMISSION_DENIED;
-	return check_file(id, h->fd, algs, alen, off, len, bs);
+	status = check_file(id, h->fd, algs, alen, off, len, bs, &hashed);
+	h->bytes_read += hashed;
+	track(h, off, hashed);
+	return status;
 }
 
 /*
@@ -1617,13 +1709,17 @@ process_ext_check_file_handle(uint32_t id, struct cursor *c)
  * string hash-algorithm-list, uint64 start-offset, uint64 length,
  * uint32 block-size
  *
- * The file is opened for reading, following a symlink, as OPEN does.
+ * The file is opened for reading, following a symlink, as OPEN does, and
+ * logged as an open for reading and its close: what is hashed is read for
+ * the client.  The transfer log gets a "check-file" line with the bytes.
  */
 static uint32_t
 process_ext_check_file_name(uint32_t id, struct cursor *c)
 {
+	struct xfer_event ev = XFER_EVENT("check-file");
 	const uint8_t *algs;
-	uint64_t off, len;
+	struct timespec opened;
+	uint64_t off, len, hashed = 0;
 	uint32_t alen, bs, status;
 	int fd;
 
@@ -1633,15 +1729,34 @@ process_ext_check_file_name(uint32_t id, struct cursor *c)
 	debug("request %u: check-file-name \"%s\" off %llu len %llu "
 	    "block %u", id, path1, (unsigned long long)off,
 	    (unsigned long long)len, bs);
+	logit("open \"%s\" flags READ mode 0666", path1);
 	verbose("check-file \"%s\"", path1);
-	if ((fd = fs_open(path1, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1)
-		return errno_to_status(errno);
-	status = check_file(id, fd, algs, alen, off, len, bs);
-	(void)close(fd);
+	(void)clock_gettime(CLOCK_MONOTONIC, &opened);
+	if ((fd = fs_open(path1, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1) {
+		status = errno_to_status(errno);
+	} else {
+		status = check_file(id, fd, algs, alen, off, len, bs, &hashed);
+		(void)close(fd);
+		logit("close \"%s\" bytes read %llu written 0", path1,
+		    (unsigned long long)hashed);
+	}
+	ev.path = path1;
+	ev.flags = "READ";
+	ev.bytes_read = hashed;
+	if (hashed > 0) {
+		ev.first_offset = off;
+		ev.last_offset = off + hashed;
+	}
+	ev.opened = &opened;
+	if (status == ABANDONED)
+		ev.result = strerror(ECANCELED);
+	else
+		ev.result = status == REPLIED ? "ok" : pkt_status_message(status);
+	xferlog_write(&ev);
 	return status;
 }
 
-static struct request *
+static const struct request *
 ext_by_name(const uint8_t *name, uint32_t len)
 {
 	for (size_t i = 0; i < NREQUESTS; i++) {
@@ -1733,6 +1848,10 @@ requests_process(struct cursor *c)
 	} else if ((status = rq->handler(id, c)) == PARSE_ERROR) {
 		error("%s: bad message in request %u", rq->name, id);
 		status = SSH_FX_BAD_MESSAGE;
+	} else if (status == ABANDONED) {
+		debug("request %u: %s given up: the session ends", id,
+		    rq->name);
+		return REQUESTS_STOP;
 	}
 	if (status != REPLIED)
 		(void)reply_status(id, status, NULL);

@@ -42,6 +42,12 @@ enum session_exit {
 };
 
 /*
+ * requests_process(): a long request was given up, without a reply, because
+ * the session must end (the stop check of fileio.h said so).
+ */
+#define REQUESTS_STOP	(-1)
+
+/*
  * Starts the requests of a session: replies go to oq.  s must outlive the
  * session.  Returns 0, or -1 when memory runs out.
  */
@@ -49,7 +55,7 @@ int	requests_init(const struct session *s, struct oqueue *oq);
 /*
  * Answers the request whose body (type byte first) c covers: exactly one
  * reply is queued, or none for a request that ends the session.  Returns 0,
- * or the exit status that ends the session (SESSION_FATAL).  A reply that
+ * the exit status that ends the session (SESSION_FATAL), or REQUESTS_STOP.  A reply that
  * does not fit the queue, or a request that got no reply or two, is a bug:
  * it aborts.
  */

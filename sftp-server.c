@@ -12,6 +12,7 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +37,7 @@
 #include "pipes.h"
 #include "requests.h"
 #include "sftp-server.h"
+#include "sys-gnu.h"
 #include "xferlog.h"
 
 /*
@@ -43,6 +45,11 @@
  * grew: pipe pages, buffer pages.
  */
 #define IDLE_MS		2000
+/*
+ * A long request (copy-data, check-file) looks, at most this often between
+ * its chunks, whether the client is still there.
+ */
+#define STOP_CHECK_MS	100
 
 /* The options, as parse_options() reads them. */
 struct options {
@@ -62,8 +69,15 @@ static const char *progname = "sftp-server";	/* as invoked, for logs */
 static char user_name[256];
 static char user_home[PATH_MAX];
 static uid_t user_uid;
+/* SIGTERM, SIGHUP or SIGINT came: the session ends at the next look. */
+static volatile sig_atomic_t got_signal;
+static sigset_t end_signals;	/* those of the three that are caught */
+/* stdout's file flags with O_NONBLOCK, when it is a pipe or socket; or -1. */
+static int out_nonblock = -1;
 
 static void cleanup_exit(int) __attribute__((noreturn));
+static void end_by_signal(void) __attribute__((noreturn));
+static int wait_output(void);
 
 #ifdef SFTP_FUZZ
 #include <setjmp.h>
@@ -78,7 +92,7 @@ int sftp_fuzz_status;
 
 /* The start or end of the session in the transfer log. */
 static void
-log_session(const char *event)
+log_session(const char *event, const char *result)
 {
 	static struct timespec started;
 	struct xfer_event ev = XFER_EVENT(event);
@@ -87,21 +101,31 @@ log_session(const char *event)
 		(void)clock_gettime(CLOCK_MONOTONIC, &started);
 	else
 		ev.opened = &started;	/* the end: how long it lasted */
-	ev.result = "ok";
+	ev.result = result;
 	xferlog_write(&ev);
 }
 
-/* Ends the session: every handle closed (and logged), then the process. */
+/* Every handle closed (and logged), then the end of the session logged. */
+static void
+close_session(const char *result)
+{
+	requests_close_all();
+	log_session("session-close", result);
+	logit("session closed for local user %s from [%s]", user_name,
+	    client_addr);
+}
+
+/* Ends the session: what is queued is sent, files closed, then the process. */
 static void
 cleanup_exit(int status)
 {
 	int saved = errno;
 
-	(void)oq_flush(&oq, STDOUT_FILENO);
-	requests_close_all();
-	log_session("session-close");
-	logit("session closed for local user %s from [%s]", user_name,
-	    client_addr);
+	while (oq_flush(&oq, STDOUT_FILENO) == -1 && !got_signal &&
+	    (errno == EINTR || ((errno == EAGAIN || errno == EWOULDBLOCK) &&
+	    wait_output() == 0)))
+		;
+	close_session("ok");
 	errno = saved;
 #ifdef SFTP_FUZZ
 	/* The fuzz harness runs many sessions in one process. */
@@ -114,6 +138,82 @@ cleanup_exit(int status)
 #else
 	_exit(status);
 #endif
+}
+
+/*
+ * A signal ended the session: the files it held are closed and logged as
+ * at any end, the replies not yet sent are dropped (the client may not be
+ * reading), and the process dies of the signal, as without a handler.
+ */
+static void
+end_by_signal(void)
+{
+	int sig = got_signal;
+#ifndef SFTP_FUZZ
+	sigset_t set;
+#endif
+
+	verbose("received signal %d; closing the session", sig);
+	close_session(sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" :
+	    "SIGINT");
+#ifdef SFTP_FUZZ
+	cleanup_exit(SESSION_OK);
+#else
+	(void)signal(sig, SIG_DFL);
+	(void)sigemptyset(&set);
+	(void)sigaddset(&set, sig);
+	(void)sigprocmask(SIG_UNBLOCK, &set, NULL);
+	(void)raise(sig);
+	_exit(128 + sig);
+#endif
+}
+
+/*
+ * The handler sets the flag, and makes stdout non-blocking: a write that
+ * was about to block on a client that reads nothing returns instead, so the
+ * loop sees the flag.  A short write of a blocked write is seen the same
+ * way, by the next write's EAGAIN.
+ */
+static void
+on_signal(int sig)
+{
+	int e = errno;
+
+	got_signal = sig;
+	if (out_nonblock != -1)
+		(void)fcntl(STDOUT_FILENO, F_SETFL, out_nonblock);
+	errno = e;
+}
+
+/*
+ * SIGTERM, SIGHUP and SIGINT end the session cleanly: the handler sets a
+ * flag, and the loop closes the files, logs and exits.  No SA_RESTART, so
+ * that a call blocked in the loop returns EINTR and the flag is looked at.
+ * A signal inherited as ignored stays so: sftp -D starts the server with
+ * SIGINT ignored, so that ^C stops a transfer and not the server.
+ */
+static void
+catch_signals(void)
+{
+	static const int sigs[] = { SIGTERM, SIGHUP, SIGINT };
+	struct sigaction sa, old;
+	struct stat st;
+
+	if (fstat(STDOUT_FILENO, &st) == 0 &&
+	    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) &&
+	    (out_nonblock = fcntl(STDOUT_FILENO, F_GETFL)) != -1)
+		out_nonblock |= O_NONBLOCK;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	(void)sigfillset(&sa.sa_mask);
+	(void)sigemptyset(&end_signals);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		if (sigaction(sigs[i], NULL, &old) == 0 &&
+		    old.sa_handler == SIG_IGN)
+			continue;
+		(void)sigaction(sigs[i], &sa, NULL);
+		(void)sigaddset(&end_signals, sigs[i]);
+	}
 }
 
 /* stdout failed: a peer that went away ends the session quietly. */
@@ -131,30 +231,114 @@ static void
 flush_replies(void)
 {
 	pipes_write(oq_pending(&oq));
-	if (oq_flush(&oq, STDOUT_FILENO) == -1)
-		output_failed();
+	while (oq_flush(&oq, STDOUT_FILENO) == -1) {
+		if (got_signal)
+			end_by_signal();
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			if (wait_output() == -1)
+				output_failed();
+		} else if (errno != EINTR) {
+			output_failed();
+		}
+	}
+}
+
+/*
+ * Waits until stdout takes more, when it is non-blocking (a signal made it
+ * so, or whoever started the server).  The end signals are blocked from the
+ * caller's last look at the flag until ppoll() takes them.  Returns 0, or
+ * -1 with errno.
+ */
+static int
+wait_output(void)
+{
+	struct pollfd pfd;
+	sigset_t old;
+	int n, e;
+
+	pfd.fd = STDOUT_FILENO;
+	pfd.events = POLLOUT;
+	(void)sigprocmask(SIG_BLOCK, &end_signals, &old);
+	n = got_signal ? 0 : sys_ppoll(&pfd, 1, -1, &old);
+	e = errno;
+	(void)sigprocmask(SIG_SETMASK, &old, NULL);
+	if (n == -1 && e != EINTR) {
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+/* Milliseconds from a to b. */
+static long
+elapsed_ms(const struct timespec *a, const struct timespec *b)
+{
+	return (long)(b->tv_sec - a->tv_sec) * 1000 +
+	    (b->tv_nsec - a->tv_nsec) / 1000000;
+}
+
+/*
+ * Between the chunks of a long request (copy-data, check-file): whether the
+ * session must end now.  A signal came, or the client is gone: the reader
+ * of stdout or the writer of stdin closed its end, so no reply can reach it
+ * or no request come.  The pipes are looked at every STOP_CHECK_MS at most.
+ */
+static int
+must_stop(void)
+{
+	static struct timespec last;
+	struct timespec now;
+	struct pollfd pfd[2];
+
+	if (got_signal)
+		return 1;
+	if (clock_gettime(CLOCK_MONOTONIC, &now) == -1 ||
+	    elapsed_ms(&last, &now) < STOP_CHECK_MS)
+		return 0;
+	last = now;
+	pfd[0].fd = STDIN_FILENO;
+	pfd[0].events = 0;	/* POLLERR and POLLHUP come unasked */
+	pfd[1].fd = STDOUT_FILENO;
+	pfd[1].events = 0;
+	if (poll(pfd, 2, 0) <= 0)
+		return 0;
+	if (((pfd[0].revents | pfd[1].revents) & (POLLERR | POLLHUP)) == 0)
+		return 0;
+	debug("client gone during a request");
+	return 1;
 }
 
 /*
  * Waits until stdin has input, for at most timeout ms (-1: no limit).
- * Returns 1 when it has, 0 on timeout.  When stdout's reader is gone no
+ * Returns 1 when it has, 0 on timeout, -1 when a signal (not one that ends
+ * the session) cut the wait short.  When stdout's reader is gone no
  * reply can ever be sent, so the session ends there, whatever it waits
- * for.
+ * for.  A signal ends the session: the end signals are blocked from the
+ * last look at the flag until ppoll() takes them, so none is missed.
  */
 static int
 wait_input(int timeout)
 {
 	struct pollfd pfd[2];
-	int n;
+	sigset_t old;
+	int n, e;
 
 	pfd[0].fd = STDIN_FILENO;
 	pfd[0].events = POLLIN;
 	pfd[1].fd = STDOUT_FILENO;
 	pfd[1].events = 0;	/* POLLERR and POLLHUP come unasked */
-	if ((n = poll(pfd, 2, timeout)) == -1) {
-		if (errno == EINTR)
-			return 1;
-		error("poll: %s", strerror(errno));
+	(void)sigprocmask(SIG_BLOCK, &end_signals, &old);
+	if (got_signal)
+		end_by_signal();
+	n = sys_ppoll(pfd, 2, timeout, &old);
+	e = errno;
+	(void)sigprocmask(SIG_SETMASK, &old, NULL);
+	if (n == -1 && e == EINTR && got_signal)
+		end_by_signal();
+	if (n == -1 && e == EINTR)
+		return -1;
+	if (n == -1) {
+		error("poll: %s", strerror(e));
 		cleanup_exit(SESSION_POLL);
 	}
 	if (pfd[0].revents != 0)
@@ -189,6 +373,8 @@ serve(void)
 	int r, timeout = IDLE_MS;
 
 	for (;;) {
+		if (got_signal)
+			end_by_signal();
 		/* Answer every complete request while the queue has room. */
 		while (oq_pending(&oq) < OQ_HIWAT &&
 		    (r = ibuf_next(&ib, &c, &len)) != 0) {
@@ -198,21 +384,34 @@ serve(void)
 				cleanup_exit(len == 0 ? SESSION_FATAL :
 				    SESSION_TOOLONG);
 			}
-			if ((r = requests_process(&c)) != 0)
+			if ((r = requests_process(&c)) == REQUESTS_STOP &&
+			    got_signal)
+				end_by_signal();
+			if (r == REQUESTS_STOP)
+				cleanup_exit(SESSION_OK);	/* gone */
+			if (r != 0)
 				cleanup_exit(r);
 		}
 		if (oq_pending(&oq) > 0)
 			flush_replies();
 		if (oq_pending(&oq) == 0 && ibuf_ready(&ib))
 			continue;
-		if (!wait_input(timeout)) {
+		if ((r = wait_input(timeout)) == 0) {
 			timeout = go_idle();
 			continue;
 		}
+		if (r == -1)
+			continue;
 		timeout = IDLE_MS;
 		if ((n = ibuf_read(&ib, STDIN_FILENO)) == 0) {
 			debug("read eof");
 			cleanup_exit(SESSION_OK);
+		}
+		if (n == -1 && (errno == EINTR || errno == EAGAIN ||
+		    errno == EWOULDBLOCK)) {
+			if (got_signal)
+				end_by_signal();
+			continue;	/* wait_input() again */
 		}
 		if (n == -1) {
 			error("read: %s", strerror(errno));
@@ -426,6 +625,32 @@ parse_options(int argc, char **argv, struct options *o)
 	}
 }
 
+/*
+ * -L: the transfer log, which no request may then reach.  A log that cannot
+ * be opened refuses the session, rather than let it run unlogged.
+ */
+static void
+open_xferlog(const char *path)
+{
+	const char *why;
+
+	if (xferlog_open(path) == 0) {
+		if (fs_protect(xferlog_fd()) == 0)
+			return;
+		why = strerror(errno);
+	} else if (errno == ENOENT) {
+		why = "no such file; create it first";
+	} else if (errno == ELOOP) {
+		why = "a symbolic link";
+	} else if (errno == EINVAL) {
+		why = "not a regular file";
+	} else {
+		why = strerror(errno);
+	}
+	error("transfer log \"%s\": %s: refusing the session", path, why);
+	exit(SESSION_ERROR);
+}
+
 /* The client's address from SSH_CONNECTION, for the session's log lines. */
 static void
 find_client(void)
@@ -489,16 +714,17 @@ sftp_server_main(int argc, char **argv)
 #endif
 	(void)signal(SIGPIPE, SIG_IGN);
 	(void)signal(SIGXFSZ, SIG_IGN);
+	catch_signals();
 	tzset();
 
 	find_client();
 	logit("session opened for local user %s from [%s]", user_name,
 	    client_addr);
 	/* Before -r: the log lives outside the root. */
-	if (o.xferlog != NULL && xferlog_open(logpath) == -1)
-		error("transfer log \"%s\": %s", logpath, strerror(errno));
+	if (o.xferlog != NULL)
+		open_xferlog(logpath);
 	xferlog_session(user_name, getenv("SSH_CONNECTION"));
-	log_session("session-open");
+	log_session("session-open", "ok");
 	sess.user_name = user_name;
 	sess.user_home = user_home;
 	if (ibuf_init(&ib, IBUF_SOFT) == -1 || oq_init(&oq, OQ_SIZE) == -1 ||
@@ -507,6 +733,7 @@ sftp_server_main(int argc, char **argv)
 		exit(SESSION_ERROR);
 	}
 	pipes_init();
+	fileio_set_stop(must_stop);
 	if (o.root != NULL)
 		confine(rootdir);
 	if (o.dir != NULL && fs_chdir(startdir) == -1)

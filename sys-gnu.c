@@ -1,6 +1,6 @@
 /*
- * copy_file_range(2), renameat2(2) and F_SETPIPE_SZ are GNU extensions in
- * glibc, hence _GNU_SOURCE for this file; fs.c is the only other file that
+ * copy_file_range(2), renameat2(2), ppoll(2) and F_SETPIPE_SZ are GNU
+ * extensions in glibc, hence _GNU_SOURCE for this file; fs.c is the only other file that
  * sets it (for O_PATH).  Where they are missing, callers get
  * ENOSYS and take their portable path.
  */
@@ -10,7 +10,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sys-gnu.h"
@@ -63,5 +66,30 @@ sys_pipe_size(int fd, int size)
 	(void)size;
 	errno = EINVAL;
 	return -1;
+#endif
+}
+
+int
+sys_ppoll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)
+{
+#if defined(__linux__)
+	struct timespec ts;
+
+	if (timeout_ms < 0)
+		return ppoll(fds, n, NULL, mask);
+	ts.tv_sec = timeout_ms / 1000;
+	ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+	return ppoll(fds, n, &ts, mask);
+#else
+	sigset_t old;
+	int r, e;
+
+	/* Not atomic: a signal just before poll() waits for the timeout. */
+	(void)sigprocmask(SIG_SETMASK, mask, &old);
+	r = poll(fds, n, timeout_ms);
+	e = errno;
+	(void)sigprocmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return r;
 #endif
 }

@@ -7,6 +7,8 @@
 
 #include <sys/types.h>
 
+#include <poll.h>
+#include <signal.h>
 #include <stddef.h>
 
 /*
@@ -31,5 +33,14 @@ int	sys_rename_noreplace(int olddir, const char *old, int newdir,
  * or -1 when fd is not a pipe.
  */
 int	sys_pipe_size(int fd, int size);
+
+/*
+ * poll(2) with the signal mask set to mask for the wait alone, atomically
+ * (ppoll(2)): a signal blocked before the wait is taken by it, so that a
+ * flag its handler sets cannot be missed between a look at it and the wait.
+ * timeout_ms < 0 waits without a limit.
+ */
+int	sys_ppoll(struct pollfd *fds, nfds_t n, int timeout_ms,
+	    const sigset_t *mask);
 
 #endif /* SYS_GNU_H */

@@ -4,6 +4,7 @@
  * whole for every writer of the file.
  */
 #include <sys/types.h>
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +17,11 @@
 #include "log.h"
 #include "xferlog.h"
 
-/* Two escaped paths of PATH_MAX bytes (6 bytes a byte at worst) and more. */
-#define LINE_MAX_BYTES	(64 * 1024)
+/*
+ * Two paths of PATH_MAX bytes, each escaped (6 bytes a byte at worst) and in
+ * hexadecimal (2 bytes a byte), and the rest of the line.
+ */
+#define LINE_MAX_BYTES	(80 * 1024)
 
 static int log_fd = -1;
 static int failed;		/* a write failed: reported once */
@@ -28,9 +32,31 @@ static char linebuf[LINE_MAX_BYTES];
 int
 xferlog_open(const char *path)
 {
-	log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
-	    O_NOCTTY | O_NONBLOCK, 0600);
-	return log_fd == -1 ? -1 : 0;
+	struct stat st;
+	int fd, e;
+
+	/* Never created, never through a symlink in its place. */
+	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY |
+	    O_NONBLOCK | O_NOFOLLOW);
+	if (fd == -1) {
+		if (errno == ENXIO)
+			errno = EINVAL;	/* a FIFO without a reader, a device */
+		return -1;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		e = S_ISREG(st.st_mode) ? errno : EINVAL;
+		(void)close(fd);
+		errno = e;
+		return -1;
+	}
+	log_fd = fd;
+	return 0;
+}
+
+int
+xferlog_fd(void)
+{
+	return log_fd;
 }
 
 int
@@ -125,7 +151,8 @@ xferlog_json_string(char *buf, size_t size, size_t *off, const char *name)
 			s += n;
 			continue;
 		} else {
-			n = (size_t)snprintf(esc, sizeof esc, "\\udc%02x", *s);
+			memcpy(esc, "\\ufffd", 6);	/* not UTF-8 */
+			n = 6;
 		}
 		if (put(buf, size, off, esc, n) == -1)
 			return -1;
@@ -155,18 +182,60 @@ put_fmt(size_t *off, const char *key, int quoted, const char *fmt, ...)
 	return quoted ? put(linebuf, sizeof linebuf, off, "\"", 1) : 0;
 }
 
-/* Appends ,"key":"string", escaped. */
+/* Whether s is valid UTF-8 throughout. */
+static int
+valid_utf8(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n;
+
+	for (; *p != '\0'; p += n)
+		if ((n = utf8_len(p)) == 0)
+			return 0;
+	return 1;
+}
+
+/* Appends s in hexadecimal, two digits a byte, as a JSON string. */
+static int
+put_hex(size_t *off, const char *s)
+{
+	static const char digits[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s;
+	char pair[2];
+
+	if (put(linebuf, sizeof linebuf, off, "\"", 1) == -1)
+		return -1;
+	for (; *p != '\0'; p++) {
+		pair[0] = digits[*p >> 4];
+		pair[1] = digits[*p & 0xf];
+		if (put(linebuf, sizeof linebuf, off, pair, 2) == -1)
+			return -1;
+	}
+	return put(linebuf, sizeof linebuf, off, "\"", 1);
+}
+
+/*
+ * Appends ,"key":"string", escaped; for a string that is not UTF-8, also
+ * ,"key_hex":"..." with its exact bytes.
+ */
 static int
 put_str(size_t *off, const char *key, const char *s)
 {
-	char head[32];
+	char head[40];
 	int n;
 
 	n = snprintf(head, sizeof head, ",\"%s\":", key);
 	if (n < 0 || (size_t)n >= sizeof head ||
+	    put(linebuf, sizeof linebuf, off, head, (size_t)n) == -1 ||
+	    xferlog_json_string(linebuf, sizeof linebuf, off, s) == -1)
+		return -1;
+	if (valid_utf8(s))
+		return 0;
+	n = snprintf(head, sizeof head, ",\"%s_hex\":", key);
+	if (n < 0 || (size_t)n >= sizeof head ||
 	    put(linebuf, sizeof linebuf, off, head, (size_t)n) == -1)
 		return -1;
-	return xferlog_json_string(linebuf, sizeof linebuf, off, s);
+	return put_hex(off, s);
 }
 
 /* Appends ,"key":number unless it is XFER_NONE. */
@@ -235,7 +304,7 @@ xferlog_write(const struct xfer_event *e)
 	off += (size_t)snprintf(linebuf + off, sizeof linebuf - off,
 	    ".%03ldZ\",\"session\":%ld", ts.tv_nsec / 1000000L,
 	    (long)getpid());
-	/* Cannot fail: two paths escaped take at most 49,152 bytes. */
+	/* Cannot fail: two paths take at most 65,536 bytes. */
 	if (put_event(&off, e) == -1 ||
 	    put(linebuf, sizeof linebuf, &off, "}\n", 2) == -1) {
 		errno = saved;

@@ -41,10 +41,15 @@ struct xfer_event {
 	XFER_NONE, NULL, 0, NULL }
 
 /*
- * Opens the log at path for appending (created 0600 if missing).  Returns
- * 0, or -1 with errno; the session then goes on without it.
+ * Opens the log at path for appending.  It must exist and be a regular file:
+ * it is never created (a log made by the first session would belong to that
+ * user) and never opened through a symlink in its place.  Returns 0, or -1
+ * with errno: ENOENT, ELOOP for a symlink, EINVAL for anything but a regular
+ * file, or what open(2) said.
  */
 int	xferlog_open(const char *path);
+/* The log's descriptor, or -1: for fs_protect(). */
+int	xferlog_fd(void);
 /* Whether the log is open. */
 int	xferlog_enabled(void);
 /*
@@ -58,9 +63,10 @@ void	xferlog_write(const struct xfer_event *);
  * Appends name as a JSON string (quotes included) to buf of size bytes at
  * *off: printable ASCII and valid UTF-8 as they are, '"' and '\' escaped,
  * control bytes as \n, \r, \t or \u00XX, and each byte that is not valid
- * UTF-8 as \udcXX (Python's "surrogateescape": any name's bytes come back
- * exactly).  Returns 0, or -1 when it does not fit (buf is then left
- * unterminated at *off).
+ * UTF-8 as U+FFFD, so that the line is valid Unicode for the strictest
+ * parser (RFC 7493).  A record keeps the exact bytes of such a name in a
+ * field of its own ("path_hex" beside "path").  Returns 0, or -1 when it
+ * does not fit (buf is then left unterminated at *off).
  */
 int	xferlog_json_string(char *buf, size_t size, size_t *off,
 	    const char *name);

@@ -376,6 +376,151 @@ test("exits when stdout's reader leaves while it waits to write")(
     gone_test(blocked_writing, False, True))
 
 
+# A long request (check-file, copy-data) notices, between its chunks, that
+# its client is gone, and ends the session.
+
+def sparse(ctx, name, size):
+    with open(ctx.path(name), "wb") as f:
+        f.truncate(size)
+
+
+def long_check_file(ctx, srv):
+    sparse(ctx, "huge", 40 << 30)       # within check-file's bound
+    return sftpwire.req_extended(
+        "check-file-name", sftpwire.string("huge") + sftpwire.string("md5") +
+        sftpwire.u64(0) + sftpwire.u64(0) + sftpwire.u32(0))
+
+
+def long_copy_data(ctx, srv):
+    sparse(ctx, "huge", 1 << 40)
+    r = srv.open("huge", SSH_FXF_READ)
+    w = srv.open("/dev/null", sftpwire.SSH_FXF_WRITE)
+    return sftpwire.req_copy_data(r, 0, 0, w, 0)
+
+
+def long_request_gone(start, close_stdin, close_stdout):
+    def run(ctx):
+        srv = ctx.server()
+        srv.init()
+        req = start(ctx, srv)
+        write_all(srv._in, encode_request(99, req))
+        time.sleep(0.5)         # well into it: minutes of work ahead
+        expect(srv.proc.poll() is None, "the request ended by itself")
+        if close_stdout:
+            srv.proc.stdout.close()
+        if close_stdin:
+            srv.proc.stdin.close()
+        t0 = time.monotonic()
+        while srv.proc.poll() is None and time.monotonic() - t0 < 5 * SLOW:
+            time.sleep(0.02)
+        if srv.proc.poll() is None:
+            raise Failure("the server still works %.0f s after its client "
+                          "left (state %s)" % (5 * SLOW,
+                                               proc_state(srv.proc.pid)))
+        expect(srv.proc.returncode == 0, "exit status %d" %
+               srv.proc.returncode)
+        return "ended %.2f s after the client left" % (time.monotonic() - t0)
+    return run
+
+
+for _what, _start in (("check-file of 40 GiB", long_check_file),
+                      ("copy-data of 1 TiB", long_copy_data)):
+    test("a %s ends when both pipes close" % _what)(
+        long_request_gone(_start, True, True))
+    test("a %s ends when stdout's reader leaves" % _what)(
+        long_request_gone(_start, False, True))
+    test("a %s ends when stdin's writer leaves" % _what)(
+        long_request_gone(_start, True, False))
+
+
+# ---------------------------------------------------------------------------
+# SIGTERM, SIGHUP and SIGINT end a session cleanly: every open file closed
+# and logged, then the process dies of the signal.
+
+def signal_test(sig, during):
+    def run(ctx):
+        import json
+        import signal
+        log = ctx.path("xfer.log")
+        ctx.write("xfer.log", b"")
+        srv = ctx.server(["-l", "INFO", "-L", log])
+        srv.init()
+        h = srv.open("up", sftpwire.SSH_FXF_WRITE | sftpwire.SSH_FXF_CREAT)
+        for i in range(100):
+            expect_status(srv.call(req_write(h, i * 1024, b"u" * 1024)),
+                          SSH_FX_OK, "WRITE")
+        during(ctx, srv)
+        t0 = time.monotonic()
+        os.kill(srv.proc.pid, sig)
+        try:
+            code = srv.proc.wait(5 * SLOW)
+        except subprocess.TimeoutExpired:
+            raise Failure("the server still runs %.0f s after signal %d "
+                          "(state %s)" % (5 * SLOW, sig,
+                                          proc_state(srv.proc.pid)))
+        took = time.monotonic() - t0
+        expect(code == -sig, "exit status %d, expected death by signal %d" %
+               (code, sig))
+        with open(log, "rb") as f:
+            recs = [json.loads(x) for x in f.read().splitlines()]
+        ups = [r for r in recs if r["event"] == "close" and
+               r["path"] == "up"]
+        expect(len(ups) == 1 and ups[0]["bytes_written"] == 102400 and
+               ups[0].get("forced") is True,
+               "the upload's record: %r" % ups)
+        name = signal.Signals(sig).name
+        ends = [r for r in recs if r["event"] == "session-close"]
+        expect(len(ends) == 1 and ends[0]["result"] == name,
+               "session-close: %r" % ends)
+        err = srv.stderr_output()
+        expect(b'forced close "up" bytes read 0 written 102400' in err,
+               "no forced close line: %r" % err[-400:])
+        return "died of %s %.2f s after it, records written" % (name, took)
+    return run
+
+
+def nothing(ctx, srv):
+    pass
+
+
+def hashing(ctx, srv):
+    write_all(srv._in, encode_request(99, long_check_file(ctx, srv)))
+    time.sleep(0.3)
+
+
+def output_full(ctx, srv):
+    ctx.write("big", random.Random(6).randbytes(8 << 20))
+    h = srv.open("big", SSH_FXF_READ)
+    write_all(srv._in, b"".join(encode_request(100 + i, req_read(
+        h, i * 261120, 261120)) for i in range(30)))
+    wait_stalled(srv)
+
+
+for _sig, _name in ((15, "SIGTERM"), (1, "SIGHUP"), (2, "SIGINT")):
+    test("%s while idle: files closed and logged, then death by it" %
+         _name)(signal_test(_sig, nothing))
+test("SIGTERM during a long check-file: the same, within seconds")(
+    signal_test(15, hashing))
+test("SIGHUP while the client reads no replies: the same")(
+    signal_test(1, output_full))
+
+
+@test("SIGINT inherited as ignored (sftp -D) stays ignored")
+def _(ctx):
+    import signal
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        srv = ctx.server()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    srv.init()
+    os.kill(srv.proc.pid, signal.SIGINT)
+    time.sleep(0.2)
+    reply = srv.call(sftpwire.req_realpath("."))
+    expect(isinstance(reply, sftpwire.Name), "after SIGINT: %r" % reply)
+    expect(srv.close() == 0, "exit status")
+
+
 # ---------------------------------------------------------------------------
 # What an idle session keeps
 

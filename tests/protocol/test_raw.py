@@ -2079,8 +2079,15 @@ def test_check_file_errors(ctx):
 
 @test
 def test_transfer_log_write_failure_fails_no_request(ctx):
-    # /dev/full: every write of the log fails with ENOSPC.
-    srv = ctx.server(["-e", "-L", "/dev/full"])
+    # A log at the file size limit: every append fails with EFBIG.
+    import resource
+    log = ctx.write("xfer.log", b"x" * 65536)
+    saved = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (65536, saved[1]))
+    try:
+        srv = ctx.server(["-e", "-L", log])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, saved)
     h = srv.open("f", SSH_FXF_WRITE | SSH_FXF_CREAT)
     expect_status(srv.call(req_write(h, 0, b"data")), SSH_FX_OK, "WRITE")
     expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
@@ -2089,8 +2096,270 @@ def test_transfer_log_write_failure_fails_no_request(ctx):
     expect_eq("exit status", srv.close(), 0)
     err = srv.stderr_output()
     expect_eq("reports of the failed log", err.count(b"transfer log:"), 1)
-    expect(b"No space left on device" in err, "no reason given: %r" % err)
+    expect(b"File too large" in err, "no reason given: %r" % err)
     expect_eq("file", ctx.read("f"), b"data")
+    expect_eq("log", ctx.read("xfer.log"), b"x" * 65536)
+
+
+# ---------------------------------------------------------------------------
+# check-file is a read; the transfer log is out of every request's reach
+
+
+CHECK_FILE_NAMES = ("check-file-handle", "check-file-name", "check-file")
+
+
+def check_file_advertised(srv_version):
+    return sorted(n for n, _ in srv_version.extensions
+                  if n.decode() in CHECK_FILE_NAMES)
+
+
+@test
+def test_check_file_is_refused_where_read_is(ctx):
+    ctx.write("f", b"secret" * 100)
+    # Each: options, the names advertised, the names that answer.
+    cases = [
+        (["-P", "read"], [], []),
+        (["-P", "open"], ["check-file", "check-file-handle"],
+         ["check-file", "check-file-handle"]),
+        (["-p", "open,check-file"], [], []),
+        (["-p", "read,check-file"], ["check-file", "check-file-handle"],
+         ["check-file", "check-file-handle"]),
+        (["-p", "open,read,check-file"], sorted(CHECK_FILE_NAMES),
+         sorted(CHECK_FILE_NAMES)),
+        (["-R"], sorted(CHECK_FILE_NAMES), sorted(CHECK_FILE_NAMES)),
+    ]
+    for args, advertised, answered in cases:
+        srv = ctx.server(args + ["-e", "-l", "VERBOSE"], init=False)
+        v = srv.init()
+        what = " ".join(args)
+        expect_eq("%s: check-file names advertised" % what,
+                  [n.decode() for n in check_file_advertised(v)], advertised)
+        for name in CHECK_FILE_NAMES:
+            # A handle opened before -P/-p would refuse OPEN is not to be
+            # had: the handle forms get a forged one, which answers FAILURE
+            # when permitted, PERMISSION_DENIED when not.
+            target = "f" if name == "check-file-name" else b"\0" * 8
+            r = srv.call(req_check_file(name, target, "crc32", 0, 1))
+            if name in answered:
+                expect(not (isinstance(r, Status) and
+                            r.code == SSH_FX_PERMISSION_DENIED),
+                       "%s: %s refused: %r" % (what, name, r))
+            else:
+                expect_status(r, SSH_FX_PERMISSION_DENIED,
+                              "%s: %s" % (what, name))
+        srv.close()
+        if not answered:
+            err = srv.stderr_output()
+            expect(b"Refusing check-file request" in err,
+                   "%s: no refusal logged: %r" % (what, err))
+
+
+@test
+def test_check_file_bytes_are_logged_as_reads(ctx):
+    import json
+    data = random.Random(3).randbytes(100000)
+    ctx.write("f", data)
+    log = ctx.write("xfer.log")
+    srv = ctx.server(["-e", "-l", "INFO", "-L", log])
+    check_file_reply(srv.call(req_check_file("check-file-name", "f",
+                                             "sha256")), "by name")
+    h = srv.open("f", SSH_FXF_READ)
+    check_file_reply(srv.call(req_check_file("check-file-handle", h, "md5",
+                                             1000, 70000)), "by handle")
+    expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    expect_eq("exit status", srv.close(), 0)
+    err = srv.stderr_output().decode()
+    for line in ('open "f" flags READ mode 0666',
+                 'close "f" bytes read 100000 written 0',
+                 'close "f" bytes read 70000 written 0'):
+        expect(line in err, "missing INFO line %r in %r" % (line, err))
+    recs = [json.loads(x) for x in ctx.read("xfer.log").splitlines()]
+    by_name = [r for r in recs if r["event"] == "check-file"]
+    expect_eq("check-file records", len(by_name), 1)
+    r = by_name[0]
+    expect_eq("check-file record",
+              (r["path"], r["flags"], r["bytes_read"], r["first_offset"],
+               r["last_offset"], r["result"]),
+              ("f", "READ", 100000, 0, 100000, "ok"))
+    closes = [r for r in recs if r["event"] == "close"]
+    expect_eq("close of the handle",
+              [(r["bytes_read"], r["first_offset"], r["last_offset"])
+               for r in closes], [(70000, 1000, 71000)])
+
+
+@test
+def test_check_file_work_is_bounded(ctx):
+    big = ctx.write("big")
+    os.truncate(big, (64 << 30) + 1)     # sparse: 64 GiB and a byte
+    srv = ctx.server(["-e"])
+    t0 = time.monotonic()
+    for name in ("check-file-name", "check-file-handle"):
+        target = "big" if name == "check-file-name" else \
+            srv.open("big", SSH_FXF_READ)
+        expect_status(srv.call(req_check_file(name, target, "md5"),
+                               timeout=30), SSH_FX_FAILURE,
+                      "%s over 64 GiB" % name)
+    expect(time.monotonic() - t0 < 10, "refused only after %.1f s" %
+           (time.monotonic() - t0))
+    # A range within the bound at the end of that file is answered.
+    got = check_file_reply(srv.call(req_check_file(
+        "check-file-name", "big", "md5", 64 << 30, 1)), "last byte")
+    expect_eq("digest of the last byte", got[1], digest_of("md5", b"\0"))
+    srv.close()
+    expect(b"at most 68719476736 hashed in one request" in
+           srv.stderr_output(), "no reason logged: %r" % srv.stderr_output())
+
+
+def log_records(ctx, name):
+    """The transfer log's records; every line strict JSON of valid Unicode."""
+    import json
+    recs = []
+    for raw in ctx.read(name).splitlines():
+        line = raw.decode("utf-8")      # strict: no invalid bytes
+        rec = json.loads(line)
+        for v in rec.values():
+            if isinstance(v, str):
+                v.encode("utf-8")       # strict: no lone surrogates
+        recs.append(rec)
+    return recs
+
+
+@test
+def test_transfer_log_is_out_of_reach_of_requests(ctx):
+    log = ctx.write("xfer.log", mode=0o666)
+    st0 = os.stat(log)
+    ctx.write("other", b"other")
+    os.symlink("xfer.log", ctx.path("link"))
+    for args in (["-L", log], ["-L", log, "-r", ctx.cwd, "-d", "/"]):
+        if "-r" in args and os.geteuid() != 0:
+            continue        # -r wants a root only root can change
+        srv = ctx.server(args + ["-e"])
+        names = ["xfer.log", log if "-r" not in args else "/xfer.log",
+                 "link", "./xfer.log", "sub/../xfer.log"]
+        os.makedirs(ctx.path("sub"), exist_ok=True)
+        for n in names:
+            for pf in (SSH_FXF_READ, SSH_FXF_WRITE | SSH_FXF_APPEND,
+                       SSH_FXF_WRITE | SSH_FXF_TRUNC,
+                       SSH_FXF_READ | SSH_FXF_TRUNC,
+                       SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC,
+                       SSH_FXF_READ | SSH_FXF_WRITE):
+                expect_status(srv.call(req_open(n, pf)),
+                              SSH_FX_PERMISSION_DENIED,
+                              "OPEN %s flags 0x%x" % (n, pf))
+            for a in (Attrs(size=0), Attrs(permissions=0o777),
+                      Attrs(atime=1, mtime=1), Attrs(uid=os.getuid(),
+                                                     gid=os.getgid())):
+                expect_status(srv.call(req_setstat(n, a)),
+                              SSH_FX_PERMISSION_DENIED, "SETSTAT %s %r" %
+                              (n, a))
+                if n != "link" and a.size is None:
+                    expect_status(srv.call(req_lsetstat(n, a)),
+                                  SSH_FX_PERMISSION_DENIED,
+                                  "LSETSTAT %s %r" % (n, a))
+            expect_status(srv.call(req_check_file("check-file-name", n,
+                                                  "md5")),
+                          SSH_FX_PERMISSION_DENIED, "check-file " + n)
+        for req, what in (
+                (req_remove("xfer.log"), "REMOVE"),
+                (req_rename("xfer.log", "moved"), "RENAME from"),
+                (req_posix_rename("xfer.log", "moved"), "posix-rename from"),
+                (req_posix_rename("other", "xfer.log"), "posix-rename onto"),
+                (req_hardlink("xfer.log", "linked"), "hardlink")):
+            expect_status(srv.call(req), SSH_FX_PERMISSION_DENIED, what)
+        # Other files, and the link itself, are served as ever.
+        h = srv.open("other", SSH_FXF_READ | SSH_FXF_WRITE)
+        expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE other")
+        expect_status(srv.call(req_lsetstat("link", Attrs(atime=5,
+                                                          mtime=5))),
+                      SSH_FX_OK, "LSETSTAT of the symlink itself")
+        expect_eq("exit status", srv.close(), 0)
+        err = srv.stderr_output()
+        expect(b'it is the transfer log' in err, "no refusal logged: %r" %
+               err[:300])
+    st1 = os.stat(log)
+    expect_eq("the log's inode, mode and owner", (st1.st_ino, st1.st_mode,
+                                                  st1.st_uid),
+              (st0.st_ino, st0.st_mode, st0.st_uid))
+    for n in ("moved", "linked"):
+        expect(not os.path.lexists(ctx.path(n)), n + " exists")
+    recs = log_records(ctx, "xfer.log")
+    expect(all(r.get("session") for r in recs), "a record not the "
+           "server's: %r" % recs)
+    expect_eq("the other file", ctx.read("other"), b"other")
+
+
+@test
+def test_transfer_log_must_be_a_regular_file_not_a_symlink(ctx):
+    theirs = ctx.write("theirs", b"", mode=0o666)
+    os.symlink(theirs, ctx.path("link.log"))
+    os.mkfifo(ctx.path("fifo.log"))
+    for name, why in (("link.log", "a symbolic link"),
+                      ("missing.log", "no such file; create it first"),
+                      ("fifo.log", "not a regular file"),
+                      ("/dev/null", "not a regular file")):
+        path = ctx.path(name) if not name.startswith("/") else name
+        srv = ctx.server(["-e", "-L", path], init=False)
+        expect_exit(srv, 1, "-L " + name)
+        err = srv.stderr_output()
+        want = ('transfer log "%s": %s: refusing the session' %
+                (path, why)).encode()
+        expect(want in err, "-L %s: expected %r, got %r" % (name, want, err))
+    expect_eq("the symlink's target", ctx.read("theirs"), b"")
+    expect(not os.path.exists(ctx.path("missing.log")),
+           "a missing log was created")
+
+
+@test
+def test_transfer_log_is_strict_unicode_with_exact_bytes(ctx):
+    log = ctx.write("xfer.log")
+    srv = ctx.server(["-L", log])
+    names = [b"caf\xe9.txt", b"x\xff\xfe\n{\"event\":\"forged\"}",
+             "é€😀.txt".encode(), b"\xed\xa0\x80"]
+    for n in names:
+        h = srv.open(n, SSH_FXF_WRITE | SSH_FXF_CREAT)
+        expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE %r" % n)
+    expect_status(srv.call(req_rename(names[0], b"renamed\xc0")), SSH_FX_OK,
+                  "RENAME")
+    srv.close()
+    recs = log_records(ctx, "xfer.log")
+    closes = [r for r in recs if r["event"] == "close"]
+    for n, r in zip(names, closes):
+        valid = True
+        try:
+            readable = n.decode("utf-8")
+        except UnicodeDecodeError:
+            valid = False
+            readable = n.decode("utf-8", "replace")
+        if valid:
+            expect("path_hex" not in r, "%r: a hex field for UTF-8" % n)
+            expect_eq("path of %r" % n, r["path"], readable)
+        else:
+            expect_eq("path_hex of %r" % n, bytes.fromhex(r["path_hex"]), n)
+            expect("\ufffd" in r["path"], "%r: no U+FFFD in %r" %
+                   (n, r["path"]))
+    ren = [r for r in recs if r["event"] == "rename"][0]
+    expect_eq("rename: exact bytes of both names",
+              (bytes.fromhex(ren["path_hex"]),
+               bytes.fromhex(ren["target_hex"])), (names[0], b"renamed\xc0"))
+
+
+@test
+def test_copy_data_offsets_in_transfer_log(ctx):
+    ctx.write("src", bytes(range(256)) * 40)
+    log = ctx.write("xfer.log")
+    srv = ctx.server(["-L", log])
+    r = srv.open("src", SSH_FXF_READ)
+    w = srv.open("dst", SSH_FXF_WRITE | SSH_FXF_CREAT)
+    expect_status(srv.call(req_copy_data(r, 100, 1000, w, 5000)), SSH_FX_OK,
+                  "copy-data")
+    for h in (r, w):
+        expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    srv.close()
+    got = [(x["path"], x["bytes_read"], x["bytes_written"],
+            x.get("first_offset"), x.get("last_offset"))
+           for x in log_records(ctx, "xfer.log") if x["event"] == "close"]
+    expect_eq("close records", got, [("src", 1000, 0, 100, 1100),
+                                     ("dst", 0, 1000, 5000, 6000)])
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ chmod 0755 "$T"
 sshd_init "$T/sshd" || { fail "setup" "sshd_init failed"; summary; exit 1; }
 sshd_authorize "$(id -un)"
 mkdir -m 0755 "$T/logs" "$T/w"
+# The server never creates its log: as the manual says, make it first.
+install -m 0622 /dev/null "$T/logs/xfer.log"
 if ! sshd_start xferlog <<EOF
 Subsystem sftp $SFTP_SERVER -L $T/logs/xfer.log
 EOF

@@ -103,7 +103,12 @@ def lines_of(path):
     with open(path, "rb") as f:
         for raw in f:
             try:
-                out.append(json.loads(raw))
+                # Strict: UTF-8 throughout, and no lone surrogates.
+                rec = json.loads(raw.decode("utf-8"))
+                for v in rec.values():
+                    if isinstance(v, str):
+                        v.encode("utf-8")
+                out.append(rec)
             except ValueError as e:
                 bad.append((raw[:120], str(e)))
     return out, bad
@@ -162,6 +167,8 @@ def main():
     first, done1 = run(range(6), hold)
     time.sleep(2)                 # all six are at work or holding
     os.rename(LOG, LOG + ".1")    # logrotate: rename, then new sessions
+    fd = os.open(LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o622)
+    os.close(fd)                  # ... and "create" the next log
     second, done2 = run(range(6, 9))
     for t in second:
         t.join(60)

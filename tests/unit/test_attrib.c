@@ -38,6 +38,7 @@
 
 #include "../../attrib.c"
 #include "../../fs.c"
+#include "../../log.c"
 #include "../../path.c"
 #include "../../sys-gnu.c"
 
