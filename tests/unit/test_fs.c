@@ -283,39 +283,21 @@ main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fs_realpath_root),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_dotdot_with_trailing_slash, unit_tmpdir_setup,
-		    unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_relative_against_cwd, unit_tmpdir_setup,
-		    unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_missing_last_component, unit_tmpdir_setup,
-		    unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_missing_middle_is_enoent, unit_tmpdir_setup,
-		    unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_missing_with_slash_is_enoent,
-		    unit_tmpdir_setup, unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_file_as_directory_is_enotdir,
-		    unit_tmpdir_setup, unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_file_then_slash_dot_dotdot_accepted,
-		    unit_tmpdir_setup, unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_symlink_loop_is_eloop, unit_tmpdir_setup,
-		    unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_chain_of_links, unit_tmpdir_setup,
-		    unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_33_links_resolve, unit_tmpdir_setup,
-		    unit_tmpdir_teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_fs_realpath_34_links_is_eloop, unit_tmpdir_setup,
-		    unit_tmpdir_teardown),
+		unit_test_in_tmpdir(
+		    test_fs_realpath_dotdot_with_trailing_slash),
+		unit_test_in_tmpdir(test_fs_realpath_relative_against_cwd),
+		unit_test_in_tmpdir(test_fs_realpath_missing_last_component),
+		unit_test_in_tmpdir(test_fs_realpath_missing_middle_is_enoent),
+		unit_test_in_tmpdir(
+		    test_fs_realpath_missing_with_slash_is_enoent),
+		unit_test_in_tmpdir(
+		    test_fs_realpath_file_as_directory_is_enotdir),
+		unit_test_in_tmpdir(
+		    test_fs_realpath_file_then_slash_dot_dotdot_accepted),
+		unit_test_in_tmpdir(test_fs_realpath_symlink_loop_is_eloop),
+		unit_test_in_tmpdir(test_fs_realpath_chain_of_links),
+		unit_test_in_tmpdir(test_fs_realpath_33_links_resolve),
+		unit_test_in_tmpdir(test_fs_realpath_34_links_is_eloop),
 		cmocka_unit_test(test_fs_realpath_too_long_is_enametoolong),
 	};
 

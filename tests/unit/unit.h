@@ -59,6 +59,10 @@ struct tmpdir {
  */
 int	unit_tmpdir_setup(void **state);
 int	unit_tmpdir_teardown(void **state);
+/* A test run in a temporary directory of its own. */
+#define unit_test_in_tmpdir(f)						\
+	cmocka_unit_test_setup_teardown(f, unit_tmpdir_setup,		\
+	    unit_tmpdir_teardown)
 /* Removes path and, for a directory, everything beneath it. */
 void	rm_tree(const char *path);
 /* out = a followed by b; the test fails if it does not fit. */
