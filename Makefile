@@ -30,7 +30,11 @@ HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \
-	tests/unit/test_digest tests/unit/test_xferlog tests/unit/test_fileio
+	tests/unit/test_fs tests/unit/test_path tests/unit/test_digest \
+	tests/unit/test_xferlog tests/unit/test_fileio tests/unit/test_requests
+# What every unit binary links besides its own file.
+UNIT_LIB = tests/unit/unit.c
+UNIT_HDRS = tests/unit/unit.h
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -62,8 +66,20 @@ asan: sftp-server-asan
 sftp-server-asan: $(SRCS) $(HDRS)
 	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $(SRCS)
 
-tests/unit/test_%: tests/unit/test_%.c $(SRCS) $(HDRS)
-	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $< -lcmocka
+# A unit binary #includes the sources it tests.  Each takes an optional
+# test-name pattern: tests/unit/test_packet 'test_get_u32*'
+tests/unit/test_%: tests/unit/test_%.c $(UNIT_LIB) $(UNIT_HDRS) $(SRCS) $(HDRS)
+	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $< $(UNIT_LIB) \
+	    -lcmocka
+
+# test_requests.c #includes requests.c and links the rest of the server,
+# built with the same flags.
+REQUESTS_TEST_SRCS = $(filter-out sftp-server.c requests.c,$(LIB_SRCS))
+
+tests/unit/test_requests: tests/unit/test_requests.c $(UNIT_LIB) $(UNIT_HDRS) \
+    $(SRCS) $(HDRS)
+	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $< \
+	    $(REQUESTS_TEST_SRCS) $(UNIT_LIB) -lcmocka
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t; done

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "../../digest.c"
+#include "unit.h"
 
 /* The FIPS 180-4 examples of 448 and 896 bits. */
 #define MSG448	"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"
@@ -614,7 +615,7 @@ test_select_none_supported_is_null(void **state)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_md5_rfc1321_suite),
@@ -639,5 +640,7 @@ main(void)
 		cmocka_unit_test(test_select_none_supported_is_null),
 	};
 
+	if (unit_args(argc, argv) != 0)
+		return 2;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

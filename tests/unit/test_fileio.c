@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "unit.h"
 #include "../../fileio.c"
 #include "../../digest.c"
 #include "../../sys-gnu.c"
@@ -91,7 +92,7 @@ open_in(struct fixture *f, const char *name, int flags)
 
 /* A file holding the first len bytes of the pattern, open for reading. */
 static int
-make_file(struct fixture *f, const char *name, size_t len)
+make_data_file(struct fixture *f, const char *name, size_t len)
 {
 	uint64_t written = 0;
 	int fd = open_in(f, name, O_RDWR | O_CREAT | O_TRUNC);
@@ -121,7 +122,7 @@ test_read_full_fills_the_buffer_up_to_eof(void **state)
 {
 	struct fixture *f = *state;
 	uint8_t buf[1000];
-	int fd = make_file(f, "a", 1500);
+	int fd = make_data_file(f, "a", 1500);
 
 	assert_int_equal(fileio_read_full(fd, buf, sizeof buf, 0), 1000);
 	assert_memory_equal(buf, f->data, 1000);
@@ -186,7 +187,7 @@ test_copy_whole_file_to_eof(void **state)
 {
 	struct fixture *f = *state;
 	struct fileio_copied c;
-	int in = make_file(f, "in", DATA_LEN);
+	int in = make_data_file(f, "in", DATA_LEN);
 	int out = open_in(f, "out", O_RDWR | O_CREAT | O_TRUNC);
 
 	assert_int_equal(fileio_copy(in, 0, out, 0, 0, &c), 0);
@@ -203,7 +204,7 @@ test_copy_range_at_offsets(void **state)
 	struct fixture *f = *state;
 	struct fileio_copied c;
 	uint8_t *want = calloc(1, 5000 + FILEIO_CHUNK);
-	int in = make_file(f, "in", DATA_LEN);
+	int in = make_data_file(f, "in", DATA_LEN);
 	int out = open_in(f, "out", O_RDWR | O_CREAT | O_TRUNC);
 
 	assert_non_null(want);
@@ -222,7 +223,7 @@ test_copy_past_eof_is_fileio_eof_with_what_there_was(void **state)
 {
 	struct fixture *f = *state;
 	struct fileio_copied c;
-	int in = make_file(f, "in", 1000);
+	int in = make_data_file(f, "in", 1000);
 	int out = open_in(f, "out", O_RDWR | O_CREAT | O_TRUNC);
 
 	assert_int_equal(fileio_copy(in, 400, out, 0, 5000, &c), FILEIO_EOF);
@@ -241,7 +242,7 @@ test_copy_to_append_target_goes_by_hand(void **state)
 	struct fileio_copied c;
 	uint64_t written = 0;
 	uint8_t *want = malloc(100 + DATA_LEN);
-	int in = make_file(f, "in", DATA_LEN);
+	int in = make_data_file(f, "in", DATA_LEN);
 	int out = open_in(f, "out", O_RDWR | O_CREAT | O_TRUNC);
 	int aout = open_in(f, "out", O_WRONLY | O_APPEND);
 
@@ -264,7 +265,7 @@ test_copy_write_error_keeps_counts(void **state)
 {
 	struct fixture *f = *state;
 	struct fileio_copied c;
-	int in = make_file(f, "in", 1000);
+	int in = make_data_file(f, "in", 1000);
 	int out = open_in(f, "out", O_RDONLY | O_CREAT);
 
 	/* By hand (FILEIO_APPEND): the read succeeds, the write fails. */
@@ -282,7 +283,7 @@ test_copy_stops_when_told_between_chunks(void **state)
 {
 	struct fixture *f = *state;
 	struct fileio_copied c;
-	int in = make_file(f, "in", DATA_LEN);
+	int in = make_data_file(f, "in", DATA_LEN);
 	int out = open_in(f, "out", O_RDWR | O_CREAT | O_TRUNC);
 
 	fileio_set_stop(stop_counting);
@@ -328,7 +329,7 @@ test_digest_of_ranges_matches_one_pass(void **state)
 	uint8_t md[DIGEST_MAX_LEN], want[DIGEST_MAX_LEN];
 	const struct digest_algo *algo;
 	uint64_t hashed;
-	int fd = make_file(f, "in", DATA_LEN);
+	int fd = make_data_file(f, "in", DATA_LEN);
 
 	for (size_t a = 0; a < sizeof names / sizeof names[0]; a++) {
 		algo = digest_by_name(names[a], strlen(names[a]));
@@ -352,7 +353,7 @@ test_digest_past_eof_is_fileio_eof(void **state)
 	const struct digest_algo *algo = digest_by_name("sha1", 4);
 	uint8_t md[DIGEST_MAX_LEN];
 	uint64_t hashed = 0;
-	int fd = make_file(f, "in", 1000);
+	int fd = make_data_file(f, "in", 1000);
 
 	assert_int_equal(fileio_digest(fd, 10, 2000, algo, md, &hashed),
 	    FILEIO_EOF);
@@ -367,7 +368,7 @@ test_digest_stops_when_told_and_counts_what_it_read(void **state)
 	const struct digest_algo *algo = digest_by_name("md5", 3);
 	uint8_t md[DIGEST_MAX_LEN];
 	uint64_t hashed = 0;
-	int fd = make_file(f, "in", DATA_LEN);
+	int fd = make_data_file(f, "in", DATA_LEN);
 
 	fileio_set_stop(stop_counting);
 	stop_after = 3;
@@ -387,7 +388,7 @@ test_release_then_use_again(void **state)
 	const struct digest_algo *algo = digest_by_name("sha256", 6);
 	uint8_t md[DIGEST_MAX_LEN], want[DIGEST_MAX_LEN];
 	uint64_t hashed = 0;
-	int fd = make_file(f, "in", DATA_LEN);
+	int fd = make_data_file(f, "in", DATA_LEN);
 
 	fileio_release();	/* before any use: nothing to give back */
 	assert_int_equal(fileio_digest(fd, 0, DATA_LEN, algo, md, &hashed), 0);
@@ -420,7 +421,7 @@ main(int argc, char **argv)
 #undef T
 	};
 
-	if (argc > 1)
-		cmocka_set_test_filter(argv[1]);
+	if (unit_args(argc, argv) != 0)
+		return 2;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "../../handles.c"
+#include "unit.h"
 
 /* Slots in the table of most tests. */
 #define NSLOTS	4
@@ -530,7 +531,7 @@ test_handle_limit_large_rlimit_is_capped(void **state)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_handle_table_init_zero_slots_fails),
@@ -587,5 +588,7 @@ main(void)
 		cmocka_unit_test(test_handle_limit_large_rlimit_is_capped),
 	};
 
+	if (unit_args(argc, argv) != 0)
+		return 2;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,13 +25,7 @@
 #include <cmocka.h>
 
 #include "../../packet.c"
-
-/* A growable byte string in wire format, for building test input. */
-struct wbuf {
-	uint8_t *p;
-	size_t len;
-	size_t cap;
-};
+#include "unit.h"
 
 /* The fields of the request shapes below, in wire order. */
 enum field {
@@ -132,82 +126,6 @@ static size_t
 rng_range(size_t lo, size_t hi)
 {
 	return lo + (size_t)(rng_next() % (hi - lo + 1));
-}
-
-static void
-wb_put(struct wbuf *w, const void *p, size_t n)
-{
-	uint8_t *np;
-	size_t ncap;
-
-	if (n > w->cap - w->len) {
-		ncap = w->cap == 0 ? 256 : w->cap;
-		while (n > ncap - w->len)
-			ncap *= 2;
-		np = realloc(w->p, ncap);
-		assert_non_null(np);
-		w->p = np;
-		w->cap = ncap;
-	}
-	if (n > 0)
-		memcpy(w->p + w->len, p, n);
-	w->len += n;
-}
-
-static void
-wb_u8(struct wbuf *w, uint8_t v)
-{
-	wb_put(w, &v, 1);
-}
-
-static void
-wb_u32(struct wbuf *w, uint32_t v)
-{
-	uint8_t b[4] = { v >> 24, v >> 16, v >> 8, v };
-
-	wb_put(w, b, sizeof b);
-}
-
-static void
-wb_u64(struct wbuf *w, uint64_t v)
-{
-	wb_u32(w, (uint32_t)(v >> 32));
-	wb_u32(w, (uint32_t)v);
-}
-
-static void
-wb_string(struct wbuf *w, const void *s, size_t n)
-{
-	wb_u32(w, (uint32_t)n);
-	wb_put(w, s, n);
-}
-
-static void
-wb_cstring(struct wbuf *w, const char *s)
-{
-	wb_string(w, s, strlen(s));
-}
-
-static void
-wb_free(struct wbuf *w)
-{
-	free(w->p);
-	memset(w, 0, sizeof *w);
-}
-
-/* An exact-size heap copy of n bytes, and a cursor over it. */
-static uint8_t *
-exact_copy(const void *src, size_t n, struct cursor *c)
-{
-	uint8_t *p = malloc(n);
-
-	if (n > 0) {
-		assert_non_null(p);
-		memcpy(p, src, n);
-	}
-	c->p = p;
-	c->left = n;
-	return p;
 }
 
 static void
@@ -1302,27 +1220,19 @@ encode_attrs(struct wbuf *w, uint32_t flags, uint32_t npairs,
 {
 	memset(want, 0, sizeof *want);
 	want->flags = flags;
-	wb_u32(w, flags);
-	if (flags & SSH_FILEXFER_ATTR_SIZE) {
+	if (flags & SSH_FILEXFER_ATTR_SIZE)
 		want->size = 0x0102030405060708ULL;
-		wb_u64(w, want->size);
-	}
 	if (flags & SSH_FILEXFER_ATTR_UIDGID) {
 		want->uid = 0x11121314;
 		want->gid = 0x21222324;
-		wb_u32(w, want->uid);
-		wb_u32(w, want->gid);
 	}
-	if (flags & SSH_FILEXFER_ATTR_PERMISSIONS) {
+	if (flags & SSH_FILEXFER_ATTR_PERMISSIONS)
 		want->perm = 0100644;
-		wb_u32(w, want->perm);
-	}
 	if (flags & SSH_FILEXFER_ATTR_ACMODTIME) {
 		want->atime = 0x31323334;
 		want->mtime = 0x41424344;
-		wb_u32(w, want->atime);
-		wb_u32(w, want->mtime);
 	}
+	wb_attrs(w, want);
 	if (flags & SSH_FILEXFER_ATTR_EXTENDED) {
 		wb_u32(w, npairs);
 		for (uint32_t i = 0; i < npairs; i++) {
@@ -2327,7 +2237,7 @@ test_oq_flush_closed_pipe_is_epipe(void **state)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		/* Framing. */
@@ -2461,5 +2371,7 @@ main(void)
 		    teardown_queue),
 	};
 
+	if (unit_args(argc, argv) != 0)
+		return 2;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,7 @@
 
 #include "../../xferlog.c"
 #include "../../log.c"
+#include "unit.h"
 
 /* name as a JSON string must be want. */
 static void
@@ -222,7 +223,7 @@ test_too_small_a_buffer_fails(void **state)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plain_ascii_is_quoted),
@@ -240,5 +241,7 @@ main(void)
 		cmocka_unit_test(test_too_small_a_buffer_fails),
 	};
 
+	if (unit_args(argc, argv) != 0)
+		return 2;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,74 @@
+/*
+ * What the unit tests share (unit.c, linked into every unit binary): the
+ * test-name pattern every binary takes, builders of wire-format input, and
+ * a temporary directory to work in.
+ *
+ * Include it after <cmocka.h> and its four headers.
+ */
+#ifndef UNIT_H
+#define UNIT_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../packet.h"
+
+/*
+ * Reads the command line of a unit binary: no argument, or one pattern
+ * (cmocka's test filter, "*" and "?" as wildcards) that picks the tests to
+ * run by name.  Returns 0, or -1 after printing the usage.
+ */
+int	unit_args(int argc, char **argv);
+
+/* A growable byte string in wire format, for building test input. */
+struct wbuf {
+	uint8_t *p;
+	size_t len;
+	size_t cap;
+};
+
+/* Appends to w; the test fails when memory runs out. */
+void	wb_put(struct wbuf *w, const void *p, size_t n);
+void	wb_u8(struct wbuf *w, uint8_t v);
+void	wb_u32(struct wbuf *w, uint32_t v);
+void	wb_u64(struct wbuf *w, uint64_t v);
+void	wb_string(struct wbuf *w, const void *s, size_t n);
+void	wb_cstring(struct wbuf *w, const char *s);
+/* ATTRS: the flags, then each field its flag names (extended pairs not). */
+void	wb_attrs(struct wbuf *w, const struct sftp_attrs *a);
+/* Frees w and empties it. */
+void	wb_free(struct wbuf *w);
+
+/*
+ * An exact-size heap copy of n bytes and a cursor over it, so that
+ * AddressSanitizer reports a read past its end.  The caller frees it.
+ */
+uint8_t	*exact_copy(const void *src, size_t n, struct cursor *c);
+
+/* The current directory of a test that works in a temporary directory. */
+struct tmpdir {
+	char path[PATH_MAX];	/* canonical, no symlink in it */
+	int oldcwd;
+};
+
+/*
+ * cmocka setup and teardown: a new empty directory under $TMPDIR (else
+ * /tmp), made the current directory, and *state a struct tmpdir; the
+ * teardown goes back and removes the directory and all it holds.
+ */
+int	unit_tmpdir_setup(void **state);
+int	unit_tmpdir_teardown(void **state);
+/* A test run in a temporary directory of its own. */
+#define unit_test_in_tmpdir(f)						\
+	cmocka_unit_test_setup_teardown(f, unit_tmpdir_setup,		\
+	    unit_tmpdir_teardown)
+/* Removes path and, for a directory, everything beneath it. */
+void	rm_tree(const char *path);
+/* out = a followed by b; the test fails if it does not fit. */
+void	join(char *out, size_t size, const char *a, const char *b);
+/* An empty file, and a symlink; the test fails when they cannot be made. */
+void	make_file(const char *name);
+void	make_link(const char *target, const char *name);
+
+#endif /* UNIT_H */
