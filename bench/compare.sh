@@ -34,9 +34,19 @@ small_count=5000
 listings=5
 all_workloads="up255k up32k down255k down32k readdir stat smallfiles"
 
+# --quick sets smaller defaults, which the other options override.
+for a in "$@"; do
+	[ "$a" = --quick ] && quick=1
+done
+if [ $quick = 1 ]; then
+	size=128M
+	rounds=3
+	stat_count=50000
+	listings=3
+fi
 while [ $# -gt 0 ]; do
 	case $1 in
-	--quick) quick=1 ;;
+	--quick) ;;
 	--ours) ours=$2; shift ;;
 	--ref) ref=$2; shift ;;
 	--size) size=$2; shift ;;
@@ -53,12 +63,6 @@ while [ $# -gt 0 ]; do
 	esac
 	shift || bench_usage
 done
-if [ $quick = 1 ]; then
-	size=128M
-	rounds=3
-	stat_count=50000
-	listings=3
-fi
 bench_count --rounds "$rounds"
 
 # summarize WORKLOADS FILE: the tables, from the result lines in FILE.
