@@ -26,7 +26,6 @@ only=
 transport=
 verify=
 out=
-quick=0
 report=
 pin=same
 stat_count=100000
@@ -35,10 +34,7 @@ listings=5
 all_workloads="up255k up32k down255k down32k readdir stat smallfiles"
 
 # --quick sets smaller defaults, which the other options override.
-for a in "$@"; do
-	[ "$a" = --quick ] && quick=1
-done
-if [ $quick = 1 ]; then
+if bench_has --quick "$@"; then
 	size=128M
 	rounds=3
 	stat_count=50000
@@ -249,13 +245,8 @@ fs="a temporary directory ($(df -PT "$work" 2>/dev/null | awk 'NR == 2 { print $
 if bench_tmpfs "$work" $((3 * bytes + (512 << 20))) 0700; then
 	fs="a private tmpfs"
 fi
-if [ -n "$out" ]; then
-	res=$out
-	: > "$res" || exit 1
-else
-	res=$(mktemp "${TMPDIR:-/tmp}/sftpbench-results.XXXXXX") || exit 1
-	bench_remove "$res"
-fi
+res=${out:-$work/results}
+: > "$res" || exit 1
 
 echo "sftpbench: $rounds rounds, $size transfers, depth $depth, ${transport:+socketpair}${transport:-pipes}, pinned: $pin, on $fs"
 echo "ours: $ours"

@@ -48,6 +48,17 @@ bench_unknown() {
 	bench_usage
 }
 
+# bench_has WORD ARG...: whether WORD is one of the ARGs: an option, such as
+# --quick, that sets defaults before the others are read.
+bench_has() {
+	local w=$1 a
+	shift
+	for a; do
+		[ "$a" = "$w" ] && return 0
+	done
+	return 1
+}
+
 # bench_count OPTION VALUE [MIN]: VALUE must be a whole number of at least
 # MIN (default 1), or the script stops with "bad OPTION".
 bench_count() {

@@ -224,13 +224,8 @@ mkdir -m 0700 "$fs/local"
 head -c "$size_b" /dev/urandom > "$fs/src.dat"
 chown "$uid:$gid" "$fs/src.dat"
 
-if [ -n "$out" ]; then
-	res=$out
-	: > "$res" || exit 1
-else
-	res=$(mktemp "${TMPDIR:-/tmp}/scale-sshd-results.XXXXXX") || exit 1
-	bench_remove "$res"
-fi
+res=${out:-$work/results}
+: > "$res" || exit 1
 start_s=$SECONDS
 echo "scale-sshd.sh: servers $servers; sessions $sessions ($per_conn per connection); sftp put and get of $size, $rounds rounds, $cipher"
 for s in $servers; do

@@ -42,7 +42,6 @@ out=
 report=
 hog=0
 sessions_set=false
-quick=0
 idle_n=20		# sessions in the idle part
 idle_xfer=8M		# what each of them uploads and downloads there
 idle_wait=5		# seconds idle after that
@@ -53,10 +52,7 @@ mix_req=261120		# the mix's request size (sftp 9.2's 255 KiB)
 workloads="up32k up255k down32k down255k"
 
 # --quick sets smaller defaults, which the other options override.
-for a in "$@"; do
-	[ "$a" = --quick ] && quick=1
-done
-if [ $quick = 1 ]; then
+if bench_has --quick "$@"; then
 	size=64M
 	rounds=1
 	burst_rounds=2
@@ -447,13 +443,8 @@ chmod 0755 "$work/bin" "$work/bin/"*
 sync
 as_user mkdir "$fs/new" "$fs/held" "$fs/burst" "$fs/mix"
 
-if [ -n "$out" ]; then
-	res=$out
-	: > "$res" || exit 1
-else
-	res=$(mktemp "${TMPDIR:-/tmp}/scale-results.XXXXXX") || exit 1
-	bench_remove "$res"
-fi
+res=${out:-$work/results}
+: > "$res" || exit 1
 
 failures=0
 start_s=$SECONDS
