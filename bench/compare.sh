@@ -15,10 +15,10 @@
 # the tables again from the raw lines that --out kept.
 
 set -u
+BENCH_PROG=compare.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-here=$(cd "$(dirname "$0")" && pwd)
-ours=${OURS:-$here/../sftp-server}
-ref=${REF:-/usr/lib/openssh/sftp-server}
 size=1G
 rounds=5
 depth=64
@@ -26,7 +26,6 @@ only=
 transport=
 verify=
 out=
-quick=0
 report=
 pin=same
 stat_count=100000
@@ -34,14 +33,16 @@ small_count=5000
 listings=5
 all_workloads="up255k up32k down255k down32k readdir stat smallfiles"
 
-usage() {
-	sed -n '9,17s/^# \{0,1\}//p' "$0" >&2
-	exit 2
-}
-
+# --quick sets smaller defaults, which the other options override.
+if bench_has --quick "$@"; then
+	size=128M
+	rounds=3
+	stat_count=50000
+	listings=3
+fi
 while [ $# -gt 0 ]; do
 	case $1 in
-	--quick) quick=1 ;;
+	--quick) ;;
 	--ours) ours=$2; shift ;;
 	--ref) ref=$2; shift ;;
 	--size) size=$2; shift ;;
@@ -53,31 +54,16 @@ while [ $# -gt 0 ]; do
 	--verify) verify=-V ;;
 	--out) out=$2; shift ;;
 	--report) report=$2; shift ;;
-	-h|--help) usage ;;
-	*) echo "compare.sh: unknown option $1" >&2; usage ;;
+	-h|--help) bench_usage ;;
+	*) bench_unknown "$1" ;;
 	esac
-	shift || usage
+	shift || bench_usage
 done
-if [ $quick = 1 ]; then
-	size=128M
-	rounds=3
-	stat_count=50000
-	listings=3
-fi
-case $rounds in ''|*[!0-9]*|0) echo "compare.sh: bad --rounds" >&2; exit 2 ;; esac
+bench_count --rounds "$rounds"
 
 # summarize WORKLOADS FILE: the tables, from the result lines in FILE.
 summarize() {
-	awk -v order="$1" '
-function median(a, n,    i, j, t) {
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-		}
-	if (n == 0)
-		return ""
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+	awk -v order="$1" "$bench_awk"'
 # Median of field f over the rounds of workload w and server s.
 function med(w, s, f,    r, n, a) {
 	n = 0
@@ -117,11 +103,7 @@ function ratios(w, f, label, inv,    r, n, a, x, line) {
 	return x
 }
 {
-	delete kv
-	for (i = 1; i <= NF; i++) {
-		p = index($i, "=")
-		kv[substr($i, 1, p - 1)] = substr($i, p + 1)
-	}
+	kv_parse(1)
 	w = kv["name"]; s = kv["server"]; r = kv["round"]
 	any[w] = 1
 	if (r + 0 > rounds)
@@ -214,121 +196,71 @@ if [ -n "$report" ]; then
 	exit
 fi
 
-# Build the client and the floor when they are missing or older than their source.
-CC=${CC:-cc}
-CFLAGS=${CFLAGS:--O2}
-warn="-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
--Wpointer-arith -Wformat=2 -Wvla"
-for prog in sftpbench floor; do
-	if [ ! -x "$here/$prog" ] || [ "$here/$prog.c" -nt "$here/$prog" ]; then
-		echo "compare.sh: building $prog" >&2
-		# shellcheck disable=SC2086 # the flags are words
-		$CC $CFLAGS -std=c11 -D_DEFAULT_SOURCE $warn \
-		    -o "$here/$prog" "$here/$prog.c" || exit 1
-	fi
-done
-bench=$here/sftpbench
-floor=$here/floor
+# The client and the floor, when missing or older than their sources.
+bench_build sftpbench floor
+bench=$bench_here/sftpbench
+floor=$bench_here/floor
 
-if [ ! -x "$ref" ]; then
-	echo "compare.sh: reference server $ref not found" >&2
-	exit 1
-fi
+[ -x "$ref" ] || bench_die "reference server $ref not found"
 have_ours=1
 if [ -x "$ours" ]; then
-	ours=$(cd "$(dirname "$ours")" && pwd)/$(basename "$ours")
+	ours=$(bench_abs "$ours")
 else
 	echo "compare.sh: $ours not found: running the reference and the floor only" >&2
 	have_ours=0
 fi
 
-# Bytes from a size with an optional K, M or G suffix.
-to_bytes() {
-	local n=${1%[KkMmGg]}
-	case $n in ''|*[!0-9]*) echo "compare.sh: bad size $1" >&2; exit 2 ;; esac
-	case $1 in
-	*[Kk]) echo $((n << 10)) ;;
-	*[Mm]) echo $((n << 20)) ;;
-	*[Gg]) echo $((n << 30)) ;;
-	*) echo "$n" ;;
-	esac
-}
-bytes=$(to_bytes "$size") || exit 2
+bytes=$(bench_to_bytes "$size") || exit 2
 
 # Pinning. The scheduler may put the client and the server on one CPU or on
 # two from one run to the next, and on these machines that alone changes the
 # server's CPU time by half: "same" pins both to the last CPU (the default:
 # stable numbers), "split" the client and the server to the last two, "none"
 # leaves them to the scheduler.
-ncpu=$(nproc)
+last=$(bench_last_cpu)
 pin_client=()
 pin_server=()
 case $pin in
 same|split|none) ;;
-*) echo "compare.sh: --pin same, split or none" >&2; exit 2 ;;
+*) bench_bad "--pin same, split or none" ;;
 esac
 if [ "$pin" != none ] && ! command -v taskset > /dev/null; then
 	echo "compare.sh: no taskset: not pinning" >&2
 	pin=none
 fi
-if [ "$pin" = split ] && [ "$ncpu" -lt 2 ]; then
+if [ "$pin" = split ] && [ "$last" -lt 1 ]; then
 	pin=same
 fi
 case $pin in
-same) pin_client=(taskset -c $((ncpu - 1))) ;;
+same) pin_client=(taskset -c "$last") ;;
 split)
-	pin_client=(taskset -c $((ncpu - 2)))
-	pin_server=(taskset -c $((ncpu - 1)))
+	pin_client=(taskset -c $((last - 1)))
+	pin_server=(taskset -c "$last")
 	;;
 esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sftpbench.XXXXXX") || exit 1
-mounted=0
-res=
-# shellcheck disable=SC2317 # run by the trap
-cleanup() {
-	if [ "$mounted" = 1 ]; then
-		umount "$work" 2>/dev/null || umount -l "$work"
-	fi
-	rm -rf "$work"
-	[ -n "$res" ] && [ -z "$out" ] && rm -f "$res"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_remove "$work"
 fs="a temporary directory ($(df -PT "$work" 2>/dev/null | awk 'NR == 2 { print $2 }'))"
-if [ "$(id -u)" = 0 ] && mount -t tmpfs -o "mode=0700,size=$((3 * bytes + (512 << 20)))" \
-    sftpbench "$work" 2>/dev/null; then
-	mounted=1
+if bench_tmpfs "$work" $((3 * bytes + (512 << 20))) 0700; then
 	fs="a private tmpfs"
 fi
-if [ -n "$out" ]; then
-	res=$out
-	: > "$res" || exit 1
-else
-	res=$(mktemp "${TMPDIR:-/tmp}/sftpbench-results.XXXXXX") || exit 1
-fi
+res=${out:-$work/results}
+: > "$res" || exit 1
 
 echo "sftpbench: $rounds rounds, $size transfers, depth $depth, ${transport:+socketpair}${transport:-pipes}, pinned: $pin, on $fs"
 echo "ours: $ours"
 echo "ref:  $ref"
-load=$(cut -d ' ' -f 1 /proc/loadavg)
-case $load in
-0.[0-4]*) ;;
-*) echo "warning: load average $load: other work is running, expect noise" ;;
-esac
-echo "host: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r)"
+bench_load_warning
+echo "host: $(bench_host)"
 
 # The sftpbench arguments of a workload.
 wl_args() {
 	case $1 in
-	up255k) echo "-w upload -l 261120 -b $bytes" ;;
-	up32k) echo "-w upload -l 32768 -b $bytes" ;;
-	down255k) echo "-w download -l 261120 -b $bytes" ;;
-	down32k) echo "-w download -l 32768 -b $bytes" ;;
 	readdir) echo "-w readdir -n 20000 -i $listings" ;;
 	stat) echo "-w stat -n 20000 -c $stat_count" ;;
 	smallfiles) echo "-w smallfiles -c $small_count" ;;
-	*) echo "compare.sh: unknown workload $1" >&2; exit 2 ;;
+	*) bench_transfer_args "$1" "$bytes" ;;
 	esac
 }
 
@@ -341,7 +273,7 @@ done
 failures=0
 # run ROUND WORKLOAD CANDIDATE: one sftpbench run, its line kept in $res.
 run() {
-	local r=$1 wl=$2 who=$3 line rc
+	local r=$1 wl=$2 who=$3
 	local -a cmd
 	case $who in
 	ours) cmd=(-L ours -- "${pin_server[@]}" "$ours") ;;
@@ -351,18 +283,9 @@ run() {
 		cmd=(-F -L floor-splice -- "${pin_server[@]}" "$floor" splice) ;;
 	esac
 	# shellcheck disable=SC2046
-	line=$("${pin_client[@]}" "$bench" -d "$work" -q "$depth" $transport $verify \
-	    $(wl_args "$wl") "${cmd[@]}" 2> "$work/stderr")
-	rc=$?
-	if [ $rc != 0 ] || [ -z "$line" ]; then
-		failures=$((failures + 1))
-		echo >&2
-		echo "compare.sh: round $r, $wl, $who FAILED (exit $rc):" >&2
-		sed 's/^/    /' "$work/stderr" >&2
-		echo "round=$r name=$wl server=$who status=fail" >> "$res"
-		return
-	fi
-	echo "round=$r name=$wl $line" >> "$res"
+	bench_record "$r" "$wl" "$who" "$res" "$work/stderr" \
+	    "${pin_client[@]}" "$bench" -d "$work" -q "$depth" $transport \
+	    $verify $(wl_args "$wl") "${cmd[@]}"
 }
 
 start=$(date +%s)
@@ -375,12 +298,8 @@ for r in $(seq 1 "$rounds"); do
 		esac
 		[ $have_ours = 0 ] && cands=${cands#ours }
 		# shellcheck disable=SC2086 # the list is words
-		set -- $cands
-		n=$#
-		# Rotate: round r starts with candidate (r - 1) mod n.
-		for i in $(seq 0 $((n - 1))); do
-			k=$(( (r - 1 + i) % n + 1 ))
-			run "$r" "$wl" "${!k}"
+		for who in $(bench_rotate "$r" $cands); do
+			run "$r" "$wl" "$who"
 		done
 		printf ' %s' "$wl" >&2
 	done

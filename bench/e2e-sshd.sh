@@ -38,10 +38,10 @@
 # or changes /etc/ssh.
 
 set -u
+BENCH_PROG=e2e-sshd.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-here=$(cd "$(dirname "$0")" && pwd)
-ours=${OURS:-$here/../sftp-server}
-ref=${REF:-/usr/lib/openssh/sftp-server}
 size=1G
 rounds=3
 cipher=aes128-gcm@openssh.com
@@ -50,11 +50,6 @@ requests=
 out=
 report=
 strace_sshd=0
-
-usage() {
-	sed -n '9,12s/^# \{0,1\}//p' "$0" >&2
-	exit 2
-}
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -68,37 +63,17 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift ;;
 	--report) report=$2; shift ;;
 	--strace-sshd) strace_sshd=1 ;;
-	-h|--help) usage ;;
-	*) echo "e2e-sshd.sh: unknown option $1" >&2; usage ;;
+	-h|--help) bench_usage ;;
+	*) bench_unknown "$1" ;;
 	esac
-	shift || usage
+	shift || bench_usage
 done
-case $rounds in ''|*[!0-9]*|0) echo "e2e-sshd.sh: bad --rounds" >&2; exit 2 ;; esac
-
-to_bytes() {
-	local n=${1%[KkMmGg]}
-	case $n in ''|*[!0-9]*) echo "e2e-sshd.sh: bad size $1" >&2; exit 2 ;; esac
-	case $1 in
-	*[Kk]) echo $((n << 10)) ;;
-	*[Mm]) echo $((n << 20)) ;;
-	*[Gg]) echo $((n << 30)) ;;
-	*) echo "$n" ;;
-	esac
-}
-bytes=$(to_bytes "$size") || exit 2
+bench_count --rounds "$rounds"
+bytes=$(bench_to_bytes "$size") || exit 2
 
 # The tables: medians over the rounds, per-round paired ratios ours/ref.
 summarize() {
-	awk '
-function median(a, n,    i, j, t) {
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-		}
-	if (n == 0)
-		return ""
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+	awk "$bench_awk"'
 function med(op, s, f,    r, n, a) {
 	n = 0
 	for (r = 1; r <= rounds; r++)
@@ -121,11 +96,7 @@ function ratios(op, f,    r, s) {
 	return s
 }
 {
-	delete kv
-	for (i = 1; i <= NF; i++) {
-		p = index($i, "=")
-		kv[substr($i, 1, p - 1)] = substr($i, p + 1)
-	}
+	kv_parse(1)
 	op = kv["op"]; s = kv["server"]; r = kv["round"]
 	gib = kv["bytes"] / 1073741824
 	if (r + 0 > rounds)
@@ -206,45 +177,32 @@ if [ -n "$report" ]; then
 fi
 
 # shellcheck source=tests/lib/sshd-lib.sh
-. "$here/../tests/lib/sshd-lib.sh"
+. "$bench_top/tests/lib/sshd-lib.sh"
 
 why=$(sshd_missing)
-if [ -n "$why" ]; then
-	echo "e2e-sshd.sh: cannot run: $why" >&2
-	exit 1
-fi
+[ -z "$why" ] || bench_die "cannot run: $why"
 tools="sftp /usr/bin/time"
 [ $strace_sshd = 1 ] && tools="$tools strace"
 for c in $tools; do
-	if ! command -v "$c" > /dev/null; then
-		echo "e2e-sshd.sh: $c not found" >&2
-		exit 1
-	fi
+	command -v "$c" > /dev/null || bench_die "$c not found"
 done
 if [ ! -x "$ours" ] || [ ! -x "$ref" ]; then
-	echo "e2e-sshd.sh: need both servers: $ours, $ref" >&2
-	exit 1
+	bench_die "need both servers: $ours, $ref"
 fi
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/sftpe2e.XXXXXX") || exit 1
+bench_remove "$T"
 chmod 0755 "$T"
-mounted=0
 # shellcheck disable=SC2317 # run by the trap
-cleanup() {
+bench_on_exit() {
 	sshd_stop
-	if [ "$mounted" = 1 ]; then
-		umount "$T/fs" 2>/dev/null || umount -l "$T/fs"
-	fi
-	rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
 mkdir -m 0755 "$T/fs" "$T/bin" || exit 1
 fs="a temporary directory"
-if [ "$(id -u)" = 0 ] && mount -t tmpfs -o "mode=0755,size=$((3 * bytes + (256 << 20)))" \
-    sftpe2e "$T/fs"; then
-	mounted=1
+if bench_tmpfs "$T/fs" $((3 * bytes + (256 << 20))) 0755; then
 	fs="a private tmpfs"
+elif [ "$(id -u)" = 0 ]; then
+	echo "e2e-sshd.sh: $bench_why" >&2
 fi
 F=$T/fs
 mkdir -m 0777 "$F/local" "$F/remote" || exit 1
@@ -265,7 +223,7 @@ TIMEFORMAT="%3U %3S %3R"
 EOF
 chmod 0755 "$T/bin/subsystem"
 
-sshd_init "$T/sshd" || { echo "e2e-sshd.sh: ssh-keygen failed" >&2; exit 1; }
+sshd_init "$T/sshd" || bench_die "ssh-keygen failed"
 sshd_authorize "$(id -un)"
 if ! sshd_start e2e <<EOF
 Subsystem sftp $T/bin/subsystem
@@ -273,8 +231,7 @@ Ciphers $cipher
 Compression no
 EOF
 then
-	echo "e2e-sshd.sh: sshd: $SSHD_ERROR" >&2
-	exit 1
+	bench_die "sshd: $SSHD_ERROR"
 fi
 
 sftp_opts=(-q -c "$cipher" -o Compression=no)
@@ -285,7 +242,7 @@ echo "e2e-sshd.sh: $rounds rounds, $size files, sftp put and get through $SSHD o
 echo "ours: $ours"
 echo "ref:  $ref"
 echo "sftp options: ${sftp_opts[*]}"
-echo "host: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r), $($SSHD -V 2>&1 | head -n 1)"
+echo "host: $(bench_host), $($SSHD -V 2>&1 | head -n 1)"
 echo "load average before: $(cut -d ' ' -f 1-3 /proc/loadavg)"
 
 echo "e2e-sshd.sh: making the $size file" >&2
@@ -355,10 +312,9 @@ transfer() {
 
 start=$(date +%s)
 for r in $(seq 1 "$rounds"); do
-	if [ $((r % 2)) = 1 ]; then order="ours ref"; else order="ref ours"; fi
 	printf 'round %d/%d:' "$r" "$rounds" >&2
 	for op in empty put get; do
-		for who in $order; do
+		for who in $(bench_alternate "$r" ours ref); do
 			transfer "$r" "$op" "$who"
 			printf ' %s-%s' "$op" "$who" >&2
 		done
@@ -383,13 +339,18 @@ sshd_syscalls() {
 		fi
 		sshd_files+=("$f")
 	done
-	awk '
-function median(a, n,    i, j, t) {
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+	awk "$bench_awk"'
+# by_count(count, keys): the indices of count[] in keys[1..m], the largest
+# count first; returns m.
+function by_count(count, keys,    i, j, k, m, t) {
+	m = 0
+	for (k in count)
+		keys[++m] = k
+	for (i = 1; i <= m; i++)
+		for (j = i; j > 1 && count[keys[j - 1]] < count[keys[j]]; j--) {
+			t = keys[j]; keys[j] = keys[j - 1]; keys[j - 1] = t
 		}
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	return m
 }
 FNR == 1 { pid = FILENAME; sub(/.*\./, "", pid) }
 {
@@ -411,23 +372,11 @@ FNR == 1 { pid = FILENAME; sub(/.*\./, "", pid) }
 }
 END {
 	printf "  sshd system calls: %d:", total
-	m = 0
-	for (c in calls)
-		order[++m] = c
-	for (i = 1; i <= m; i++)
-		for (j = i; j > 1 && calls[order[j - 1]] < calls[order[j]]; j--) {
-			t = order[j]; order[j] = order[j - 1]; order[j - 1] = t
-		}
+	m = by_count(calls, order)
 	for (i = 1; i <= m && i <= 8; i++)
 		printf " %s %d", order[i], calls[order[i]]
 	printf "\n"
-	m = 0
-	for (k in n)
-		ks[++m] = k
-	for (i = 1; i <= m; i++)
-		for (j = i; j > 1 && n[ks[j - 1]] < n[ks[j]]; j--) {
-			t = ks[j]; ks[j] = ks[j - 1]; ks[j - 1] = t
-		}
+	m = by_count(n, ks)
 	for (i = 1; i <= m && i <= 4; i++) {
 		k = ks[i]
 		delete a

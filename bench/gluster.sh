@@ -33,12 +33,11 @@
 # environment stand for --ours and --ref.
 
 set -u
+BENCH_PROG=gluster.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-here=$(cd "$(dirname "$0")" && pwd)
-self=$here/$(basename "$0")
-tests=$(dirname "$here")/tests
-ours=${OURS:-$here/../sftp-server}
-ref=${REF:-/usr/lib/openssh/sftp-server}
+self=$bench_here/$(basename "$0")
 size=256M
 rounds=3
 files=2000
@@ -51,46 +50,25 @@ volume=sftpbench
 workloads_all="up255k up32k down255k down32k smallfiles"
 
 # shellcheck source=tests/fs/gluster-lib.sh
-. "$tests/fs/gluster-lib.sh"
-
-usage() {
-	sed -n '19,30s/^# \{0,1\}//p' "$0" >&2
-	exit 2
-}
-
-# Bytes from a size with an optional K, M or G suffix.
-to_bytes() {
-	local n=${1%[KkMmGg]}
-	case $n in ''|*[!0-9]*) echo "gluster.sh: bad size $1" >&2; exit 2 ;; esac
-	case $1 in
-	*[Kk]) echo $((n << 10)) ;;
-	*[Mm]) echo $((n << 20)) ;;
-	*[Gg]) echo $((n << 30)) ;;
-	*) echo "$n" ;;
-	esac
-}
+. "$bench_top/tests/fs/gluster-lib.sh"
 
 # The sftpbench arguments of a workload.
 wl_args() {
 	case $1 in
-	up255k) echo "-w upload -l 261120 -b $bytes" ;;
-	up32k) echo "-w upload -l 32768 -b $bytes" ;;
-	down255k) echo "-w download -l 261120 -b $bytes" ;;
-	down32k) echo "-w download -l 32768 -b $bytes" ;;
 	smallfiles) echo "-w smallfiles -c $files" ;;
-	*) echo "gluster.sh: unknown workload $1" >&2; exit 2 ;;
+	*) bench_transfer_args "$1" "$bytes" ;;
 	esac
 }
 
 # run ROUND WORKLOAD CANDIDATE DIR RESULTS: one sftpbench run in DIR, its
 # line appended to RESULTS as compare.sh keeps it.
 run() {
-	local r=$1 wl=$2 who=$3 dir=$4 res=$5 line rc
+	local r=$1 wl=$2 who=$3 dir=$4 res=$5
 	local -a cmd
 	case $who in
 	ours) cmd=(-L ours -- "$ours") ;;
 	ref) cmd=(-L ref -- "$ref") ;;
-	floor-rw) cmd=(-F -L floor-rw -- "$here/floor" rw) ;;
+	floor-rw) cmd=(-F -L floor-rw -- "$bench_here/floor" rw) ;;
 	esac
 	# What the last run left goes, but for the file to download, which
 	# leaves the mount's page cache instead: a download reads through
@@ -100,23 +78,14 @@ run() {
 		[ -f "$f" ] && dd if="$f" iflag=nocache count=0 status=none
 	done
 	# shellcheck disable=SC2046 # the arguments are words
-	line=$("$here/sftpbench" -d "$dir" -q "$depth" $(wl_args "$wl") \
-	    "${cmd[@]}" 2> "$WORK/stderr")
-	rc=$?
-	if [ $rc != 0 ] || [ -z "$line" ]; then
-		failures=$((failures + 1))
-		echo >&2
-		echo "gluster.sh: round $r, $wl, $who FAILED (exit $rc):" >&2
-		sed 's/^/    /' "$WORK/stderr" >&2
-		echo "round=$r name=$wl server=$who status=fail" >> "$res"
-		return
-	fi
-	echo "round=$r name=$wl $line" >> "$res"
+	bench_record "$r" "$wl" "$who" "$res" "$WORK/stderr" \
+	    "$bench_here/sftpbench" -d "$dir" -q "$depth" $(wl_args "$wl") \
+	    "${cmd[@]}"
 }
 
 # inner WORK RESULTS: in the namespace: the volume, the rounds, the report.
 inner() {
-	local res=$2 r wl cands n i k start
+	local res=$2 r wl cands who start
 	WORK=$1 MNT=$1/mnt G=$1/gluster
 	if [ "$cache" = off ]; then
 		GLUSTER_VOLUME_OPTIONS=$GLUSTER_COHERENT_VOLUME_OPTIONS
@@ -135,15 +104,15 @@ inner() {
 	echo "volume: one brick on $(df -PT "$G/brick" | awk 'NR == 2 { print $2 }'), mounted through FUSE"
 	echo "ours: $ours"
 	echo "ref:  $ref"
-	echo "host: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r)"
+	echo "host: $(bench_host)"
 	failures=0
 	start=$SECONDS
 	# The file to download is made once, before the rounds, so that no
 	# round's first download finds it fresh in the page cache.
 	case " $workloads " in
 	*" down"*)
-		"$here/sftpbench" -d "$MNT/run" -w download -b "$bytes" -F -- \
-		    "$here/floor" rw > /dev/null 2> "$WORK/stderr" ||
+		"$bench_here/sftpbench" -d "$MNT/run" -w download -b "$bytes" \
+		    -F -- "$bench_here/floor" rw > /dev/null 2> "$WORK/stderr" ||
 		    { echo "gluster.sh: cannot make the file to download:" \
 		    "$(cat "$WORK/stderr")" >&2; exit 1; }
 		;;
@@ -156,19 +125,15 @@ inner() {
 			*) cands="ours ref" ;;
 			esac
 			# shellcheck disable=SC2086 # the list is words
-			set -- $cands
-			n=$#
-			# Rotate: round r starts with candidate (r - 1) mod n.
-			for i in $(seq 0 $((n - 1))); do
-				k=$(( (r - 1 + i) % n + 1 ))
-				run "$r" "$wl" "${!k}" "$MNT/run" "$res"
+			for who in $(bench_rotate "$r" $cands); do
+				run "$r" "$wl" "$who" "$MNT/run" "$res"
 			done
 			printf ' %s' "$wl" >&2
 		done
 		echo >&2
 	done
 	echo "elapsed: $((SECONDS - start)) s"
-	"$here/compare.sh" --report "$res"
+	"$bench_here/compare.sh" --report "$res"
 	echo "$failures" > "$WORK/failures"
 }
 
@@ -176,7 +141,7 @@ if [ "${1:-}" = --inner ]; then
 	# The settings come from the outer run through the environment.
 	ours=$GB_OURS ref=$GB_REF size=$GB_SIZE rounds=$GB_ROUNDS
 	files=$GB_FILES depth=$GB_DEPTH cache=$GB_CACHE workloads=$GB_WORKLOADS
-	bytes=$(to_bytes "$size") || exit 2
+	bytes=$(bench_to_bytes "$size") || exit 2
 	inner "$2" "$3"
 	exit 0
 fi
@@ -192,49 +157,39 @@ while [ $# -gt 0 ]; do
 	--only) only=$2; shift ;;
 	--cache) cache=$2; shift ;;
 	--out) out=$2; shift ;;
-	-h|--help) usage ;;
-	*) echo "gluster.sh: unknown option $1" >&2; usage ;;
+	-h|--help) bench_usage ;;
+	*) bench_unknown "$1" ;;
 	esac
-	shift || usage
+	shift || bench_usage
 done
-case $rounds in ''|*[!0-9]*|0) echo "gluster.sh: bad --rounds" >&2; exit 2 ;; esac
-case $cache in on|off) ;; *) echo "gluster.sh: --cache on or off" >&2; exit 2 ;; esac
-bytes=$(to_bytes "$size") || exit 2
+bench_count --rounds "$rounds"
+case $cache in on|off) ;; *) bench_bad "--cache on or off" ;; esac
+bytes=$(bench_to_bytes "$size") || exit 2
 workloads=$workloads_all
 [ -n "$only" ] && workloads=${only//,/ }
 for wl in $workloads; do
 	wl_args "$wl" > /dev/null || exit 2
 done
 why=$(gluster_missing)
-if [ -n "$why" ]; then
-	echo "gluster.sh: cannot run here: $why" >&2
-	exit 1
-fi
-[ -x "$ref" ] || { echo "gluster.sh: reference server $ref not found" >&2; exit 1; }
-[ -x "$ours" ] || { echo "gluster.sh: our server $ours not found (make)" >&2; exit 1; }
-ours=$(cd "$(dirname "$ours")" && pwd)/$(basename "$ours")
-# The client and the floor, as compare.sh builds them.
-for prog in sftpbench floor; do
-	if [ ! -x "$here/$prog" ] || [ "$here/$prog.c" -nt "$here/$prog" ]; then
-		echo "gluster.sh: building $prog" >&2
-		${CC:-cc} -O2 -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra \
-		    -o "$here/$prog" "$here/$prog.c" || exit 1
-	fi
-done
+[ -z "$why" ] || bench_die "cannot run here: $why"
+[ -x "$ref" ] || bench_die "reference server $ref not found"
+[ -x "$ours" ] || bench_die "our server $ours not found (make)"
+ours=$(bench_abs "$ours")
+# The client and the floor, when missing or older than their sources.
+bench_build sftpbench floor
 
 work=$(mktemp -d /tmp/sftpbench-gluster.XXXXXX) || exit 1
+bench_remove "$work"
 chmod 0755 "$work"
 ns=sftp-bench-$$
+# At exit, before the work area goes: the namespace, and what runs in it.
 # shellcheck disable=SC2317 # run by the trap
-cleanup() {
+bench_on_exit() {
 	netns_remove "$ns"
-	rm -rf "$work"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-netns_make "$ns" "$addr" || { echo "gluster.sh: $GLUSTER_WHY" >&2; exit 1; }
+netns_make "$ns" "$addr" || bench_die "$GLUSTER_WHY"
 res=$work/results
-[ -n "$out" ] && res=$(cd "$(dirname "$out")" && pwd)/$(basename "$out") && : > "$res"
+[ -n "$out" ] && res=$(bench_abs "$out") && : > "$res"
 GB_OURS=$ours GB_REF=$ref GB_SIZE=$size GB_ROUNDS=$rounds GB_FILES=$files \
     GB_DEPTH=$depth GB_CACHE=$cache GB_WORKLOADS=$workloads \
     netns_run "$ns" "$self" --inner "$work" "$res" &

@@ -18,19 +18,15 @@
 # --no-pin.
 
 set -u
+BENCH_PROG=hash-compare.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
 size=1G
 rounds=5
 algos=sha256,md5,sha1,sha512,sha224,sha384,crc32
 file=
 pin=1
-
-usage() {
-	sed -n '10,11s/^# \{0,1\}//p' "$0" >&2
-	exit 2
-}
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -39,24 +35,12 @@ while [ $# -gt 0 ]; do
 	--algos) algos=${2-}; shift ;;
 	--file) file=${2-}; shift ;;
 	--no-pin) pin=0 ;;
-	-h|--help) usage ;;
-	*) echo "hash-compare.sh: unknown option $1" >&2; usage ;;
+	-h|--help) bench_usage ;;
+	*) bench_unknown "$1" ;;
 	esac
-	shift || usage
+	shift || bench_usage
 done
-case $rounds in ''|*[!0-9]*|0) echo "hash-compare.sh: bad --rounds" >&2; exit 2 ;; esac
-
-# Bytes from a size with an optional K, M or G suffix.
-to_bytes() {
-	local n=${1%[KkMmGg]}
-	case $n in ''|*[!0-9]*) echo "hash-compare.sh: bad size $1" >&2; exit 2 ;; esac
-	case $1 in
-	*[Kk]) echo $((n << 10)) ;;
-	*[Mm]) echo $((n << 20)) ;;
-	*[Gg]) echo $((n << 30)) ;;
-	*) echo "$n" ;;
-	esac
-}
+bench_count --rounds "$rounds"
 
 # The reference tool of an algorithm.
 ref_tool() {
@@ -68,38 +52,18 @@ ref_tool() {
 }
 
 for a in ${algos//,/ }; do
-	if ! ref_tool "$a" > /dev/null; then
-		echo "hash-compare.sh: unknown algorithm $a" >&2
-		exit 2
-	fi
+	ref_tool "$a" > /dev/null || bench_bad "unknown algorithm $a"
 done
 
-# Build hashbench when it is missing or older than its sources.
-CC=${CC:-cc}
-CFLAGS=${CFLAGS:--O2}
-warn="-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
--Wpointer-arith -Wformat=2 -Wvla"
-hb=$here/hashbench
-for src in "$here/hashbench.c" "$top/digest.c" "$top/digest.h"; do
-	if [ ! -x "$hb" ] || [ "$src" -nt "$hb" ]; then
-		echo "hash-compare.sh: building hashbench" >&2
-		# shellcheck disable=SC2086 # the flags are words
-		$CC $CFLAGS -std=c11 -D_DEFAULT_SOURCE $warn -o "$hb" \
-		    "$here/hashbench.c" "$top/digest.c" || exit 1
-		break
-	fi
-done
+# hashbench, when missing or older than its sources (digest.c included).
+bench_build hashbench
+hb=$bench_here/hashbench
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/hash-compare.XXXXXX") || exit 1
-# shellcheck disable=SC2317 # run by the trap
-cleanup() {
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+bench_remove "$work"
 
 if [ -z "$file" ]; then
-	bytes=$(to_bytes "$size") || exit 2
+	bytes=$(bench_to_bytes "$size") || exit 2
 	file=$work/data
 	echo "hash-compare.sh: writing $bytes random bytes to $file" >&2
 	head -c "$bytes" /dev/urandom > "$file" || exit 1
@@ -111,7 +75,7 @@ cat "$file" > /dev/null
 
 pin_cmd=()
 if [ "$pin" = 1 ] && command -v taskset > /dev/null; then
-	pin_cmd=(taskset -c $(($(nproc) - 1)))
+	pin_cmd=(taskset -c "$(bench_last_cpu)")
 fi
 
 # The CRC-32 as zlib computes it, in hex, reading as hashbench does.

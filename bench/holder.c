@@ -55,33 +55,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "spread.h"
-
-#define SSH_FXP_INIT		1
-#define SSH_FXP_VERSION		2
-#define SSH_FXP_OPEN		3
-#define SSH_FXP_CLOSE		4
-#define SSH_FXP_READ		5
-#define SSH_FXP_WRITE		6
-#define SSH_FXP_STATUS		101
-#define SSH_FXP_HANDLE		102
-#define SSH_FXP_DATA		103
-
-#define SSH_FXF_READ		0x01
-#define SSH_FXF_WRITE		0x02
-#define SSH_FXF_CREAT		0x08
-#define SSH_FXF_TRUNC		0x10
-
-#define SSH_FX_OK		0
+#include "wire.h"
 
 #define MAX_REQ		(255 * 1024)	/* OpenSSH's largest READ/WRITE */
 #define MAX_REPLY	(MAX_REQ + 1024)
 #define IN_SIZE		(4 * 1024 * 1024)
-#define HANDLE_MAX	256
-#define HDR_MAX		(64 + HANDLE_MAX)
 #define MAX_DEPTH	256
 #define IOV_CAP		(2 * MAX_DEPTH + 8)
-#define IOV_BATCH	1024
 #define PAGE_BYTES	4096
 #define TIMEOUT_MS	60000
 
@@ -97,14 +79,7 @@ struct slot {
 	int		busy;
 	uint64_t	off;
 	uint32_t	len;
-	size_t		hdrlen;
-	uint8_t		hdr[HDR_MAX];
-};
-
-/* A bounded read cursor over one reply. */
-struct cur {
-	const uint8_t	*p;
-	size_t		 left;
+	struct wire_req	q;
 };
 
 static struct {
@@ -125,9 +100,8 @@ static struct {
 	uint8_t		*in;		/* replies */
 	size_t		 in_off;	/* first unparsed byte */
 	size_t		 in_len;	/* bytes in the buffer */
-	struct iovec	 iov[IOV_CAP];	/* requests not yet written */
-	size_t		 iov_head;
-	size_t		 iov_n;
+	struct iovec	 iov[IOV_CAP];
+	struct wire_out	 out;		/* requests not yet written */
 	struct slot	 slots[MAX_DEPTH];
 	uint32_t	 freel[MAX_DEPTH];
 	uint32_t	 nfree;
@@ -135,7 +109,7 @@ static struct {
 	uint64_t	 next;		/* next offset to ask for */
 	uint64_t	 gap_off;	/* rest of a short READ to ask again */
 	uint32_t	 gap_len;
-	uint8_t		 handle[HANDLE_MAX];
+	uint8_t		 handle[WIRE_HANDLE_MAX];
 	uint32_t	 hlen;
 	uint8_t		*data;		/* WRITE payload */
 } x;
@@ -203,53 +177,6 @@ parse_size(const char *s, const char *what)
 	if (*end != '\0')
 		die("bad %s: %s", what, s);
 	return v;
-}
-
-static void
-put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint32_t
-get_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	    (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static int
-get_u32(struct cur *c, uint32_t *v)
-{
-	if (c->left < 4)
-		return -1;
-	*v = get_be32(c->p);
-	c->p += 4;
-	c->left -= 4;
-	return 0;
-}
-
-/* Appends to a request header built in s; aborts past HDR_MAX (a bug). */
-static void
-hdr_u32(struct slot *s, uint32_t v)
-{
-	if (HDR_MAX - s->hdrlen < 4)
-		abort();
-	put_be32(s->hdr + s->hdrlen, v);
-	s->hdrlen += 4;
-}
-
-static void
-hdr_str(struct slot *s, const void *p, size_t n)
-{
-	hdr_u32(s, (uint32_t)n);
-	if (HDR_MAX - s->hdrlen < n)
-		abort();
-	memcpy(s->hdr + s->hdrlen, p, n);
-	s->hdrlen += n;
 }
 
 /* Session start and the blocking exchanges. */
@@ -363,20 +290,17 @@ fill(struct sess *s)
  * over the rest (id first), 0 when more input is needed.
  */
 static int
-next_reply(uint8_t *type, struct cur *c)
+next_reply(uint8_t *type, struct wire_cur *c)
 {
 	uint32_t len;
+	int r;
 
-	if (x.in_len - x.in_off < 4)
-		return 0;
-	len = get_be32(x.in + x.in_off);
-	if (len == 0 || len > MAX_REPLY)
+	r = wire_frame(x.in + x.in_off, x.in_len - x.in_off, MAX_REPLY, &len,
+	    type, c);
+	if (r < 0)
 		die("reply of %u bytes", len);
-	if (x.in_len - x.in_off - 4 < len)
+	if (r == 0)
 		return 0;
-	*type = x.in[x.in_off + 4];
-	c->p = x.in + x.in_off + 5;
-	c->left = len - 1;
 	x.in_off += 4 + (size_t)len;
 	if (x.in_off == x.in_len)
 		x.in_off = x.in_len = 0;
@@ -384,7 +308,7 @@ next_reply(uint8_t *type, struct cur *c)
 }
 
 static void
-wait_reply(struct sess *s, uint8_t *type, struct cur *c)
+wait_reply(struct sess *s, uint8_t *type, struct wire_cur *c)
 {
 	while (!next_reply(type, c)) {
 		wait_fd(s->rfd, POLLIN);
@@ -395,11 +319,12 @@ wait_reply(struct sess *s, uint8_t *type, struct cur *c)
 static void
 sess_init(struct sess *s)
 {
-	static const uint8_t init[9] = { 0, 0, 0, 5, SSH_FXP_INIT, 0, 0, 0, 3 };
-	struct cur c;
+	struct wire_req q;
+	struct wire_cur c;
 	uint8_t type;
 
-	send_all(s->wfd, init, sizeof(init));
+	wire_init(&q);
+	send_all(s->wfd, q.buf, q.len);
 	wait_reply(s, &type, &c);
 	if (type != SSH_FXP_VERSION)
 		die("server %d: reply %u to INIT", (int)s->pid, type);
@@ -407,12 +332,12 @@ sess_init(struct sess *s)
 
 /* Checks a STATUS reply: it must be OK. */
 static void
-expect_ok(struct sess *s, uint8_t type, struct cur *c, const char *what)
+expect_ok(struct sess *s, uint8_t type, struct wire_cur *c, const char *what)
 {
 	uint32_t id, code;
 
-	if (type != SSH_FXP_STATUS || get_u32(c, &id) != 0 ||
-	    get_u32(c, &code) != 0)
+	if (type != SSH_FXP_STATUS || wire_get_u32(c, &id) != 0 ||
+	    wire_get_u32(c, &code) != 0)
 		die("server %d: reply %u to %s", (int)s->pid, type, what);
 	if (code != SSH_FX_OK)
 		die("server %d: status %u to %s", (int)s->pid, code, what);
@@ -421,57 +346,44 @@ expect_ok(struct sess *s, uint8_t type, struct cur *c, const char *what)
 static void
 open_file(struct sess *s, const char *path, uint32_t pflags)
 {
-	struct slot r;
-	struct cur c;
+	struct wire_req q;
+	struct wire_cur c;
+	const uint8_t *h;
 	uint32_t id, n;
 	uint8_t type;
 
-	r.hdrlen = 4;
-	r.hdr[r.hdrlen++] = SSH_FXP_OPEN;
-	hdr_u32(&r, 1);
-	hdr_str(&r, path, strlen(path));
-	hdr_u32(&r, pflags);
-	hdr_u32(&r, 0);
-	put_be32(r.hdr, (uint32_t)r.hdrlen - 4);
-	send_all(s->wfd, r.hdr, r.hdrlen);
+	wire_begin(&q, SSH_FXP_OPEN);
+	wire_u32(&q, 1);
+	wire_str(&q, path, strlen(path));
+	wire_u32(&q, pflags);
+	wire_u32(&q, 0);
+	wire_end(&q, 0);
+	send_all(s->wfd, q.buf, q.len);
 	wait_reply(s, &type, &c);
-	if (type != SSH_FXP_HANDLE || get_u32(&c, &id) != 0 ||
-	    get_u32(&c, &n) != 0 || n > HANDLE_MAX || n > c.left)
+	if (type != SSH_FXP_HANDLE || wire_get_u32(&c, &id) != 0 ||
+	    wire_get_str(&c, &h, &n) != 0 || n > WIRE_HANDLE_MAX)
 		die("server %d: reply %u to OPEN %s", (int)s->pid, type, path);
-	memcpy(x.handle, c.p, n);
+	memcpy(x.handle, h, n);
 	x.hlen = n;
 }
 
 static void
 close_file(struct sess *s)
 {
-	struct slot r;
-	struct cur c;
+	struct wire_req q;
+	struct wire_cur c;
 	uint8_t type;
 
-	r.hdrlen = 4;
-	r.hdr[r.hdrlen++] = SSH_FXP_CLOSE;
-	hdr_u32(&r, 2);
-	hdr_str(&r, x.handle, x.hlen);
-	put_be32(r.hdr, (uint32_t)r.hdrlen - 4);
-	send_all(s->wfd, r.hdr, r.hdrlen);
+	wire_begin(&q, SSH_FXP_CLOSE);
+	wire_u32(&q, 2);
+	wire_str(&q, x.handle, x.hlen);
+	wire_end(&q, 0);
+	send_all(s->wfd, q.buf, q.len);
 	wait_reply(s, &type, &c);
 	expect_ok(s, type, &c, "CLOSE");
 }
 
 /* The pipelined transfer. */
-
-static void
-iov_push(void *base, size_t len)
-{
-	if (x.iov_head + x.iov_n == IOV_CAP) {
-		memmove(x.iov, x.iov + x.iov_head, x.iov_n * sizeof(*x.iov));
-		x.iov_head = 0;
-	}
-	x.iov[x.iov_head + x.iov_n].iov_base = base;
-	x.iov[x.iov_head + x.iov_n].iov_len = len;
-	x.iov_n++;
-}
 
 /* Queues READs or WRITEs while slots are free and bytes are left. */
 static void
@@ -498,17 +410,15 @@ issue(int upload, uint64_t size)
 		r->busy = 1;
 		r->off = off;
 		r->len = len;
-		r->hdrlen = 4;
-		r->hdr[r->hdrlen++] = upload ? SSH_FXP_WRITE : SSH_FXP_READ;
-		hdr_u32(r, r->id);
-		hdr_str(r, x.handle, x.hlen);
-		hdr_u32(r, (uint32_t)(off >> 32));
-		hdr_u32(r, (uint32_t)off);
-		hdr_u32(r, len);
-		put_be32(r->hdr, (uint32_t)r->hdrlen - 4 + (upload ? len : 0));
-		iov_push(r->hdr, r->hdrlen);
+		wire_begin(&r->q, upload ? SSH_FXP_WRITE : SSH_FXP_READ);
+		wire_u32(&r->q, r->id);
+		wire_str(&r->q, x.handle, x.hlen);
+		wire_u64(&r->q, off);
+		wire_u32(&r->q, len);
+		wire_end(&r->q, upload ? len : 0);
+		wire_out_push(&x.out, r->q.buf, r->q.len);
 		if (upload)
-			iov_push(x.data, len);
+			wire_out_push(&x.out, x.data, len);
 	}
 }
 
@@ -516,43 +426,23 @@ issue(int upload, uint64_t size)
 static void
 flush(struct sess *s)
 {
-	ssize_t r;
-	size_t n;
-	int cnt;
-
-	while (x.iov_n > 0) {
-		cnt = x.iov_n < IOV_BATCH ? (int)x.iov_n : IOV_BATCH;
-		if ((r = writev(s->wfd, x.iov + x.iov_head, cnt)) < 0) {
+	while (x.out.n > 0) {
+		if (wire_out_write(&x.out, s->wfd) < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return;
 			die("writev to server: %s", strerror(errno));
 		}
-		n = (size_t)r;
-		while (n > 0) {
-			struct iovec *v = &x.iov[x.iov_head];
-
-			if (n < v->iov_len) {
-				v->iov_base = (uint8_t *)v->iov_base + n;
-				v->iov_len -= n;
-				break;
-			}
-			n -= v->iov_len;
-			x.iov_head++;
-			x.iov_n--;
-		}
-		if (x.iov_n == 0)
-			x.iov_head = 0;
 	}
 }
 
 /* One reply to a READ or WRITE: frees its slot, notes a short read. */
 static void
-on_reply(struct sess *s, int upload, uint8_t type, struct cur *c)
+on_reply(struct sess *s, int upload, uint8_t type, struct wire_cur *c)
 {
 	struct slot *r;
 	uint32_t id, n;
 
-	if (get_u32(c, &id) != 0)
+	if (wire_get_u32(c, &id) != 0)
 		die("server %d: short reply", (int)s->pid);
 	r = &x.slots[id & 0xff];
 	if (!r->busy || r->id != id)
@@ -562,7 +452,7 @@ on_reply(struct sess *s, int upload, uint8_t type, struct cur *c)
 		c->left += 4;
 		expect_ok(s, type, c, "WRITE");
 	} else {
-		if (type != SSH_FXP_DATA || get_u32(c, &n) != 0 ||
+		if (type != SSH_FXP_DATA || wire_get_u32(c, &n) != 0 ||
 		    n != c->left || n == 0 || n > r->len)
 			die("server %d: reply %u to READ", (int)s->pid, type);
 		if (n < r->len) {
@@ -584,7 +474,7 @@ static void
 transfer(struct sess *s, int upload, const char *path, uint64_t size)
 {
 	struct pollfd p[2];
-	struct cur c;
+	struct wire_cur c;
 	uint8_t type;
 	int r;
 
@@ -602,7 +492,7 @@ transfer(struct sess *s, int upload, const char *path, uint64_t size)
 		p[0].fd = s->rfd;
 		p[0].events = POLLIN;
 		p[1].fd = s->wfd;
-		p[1].events = x.iov_n > 0 ? POLLOUT : 0;
+		p[1].events = x.out.n > 0 ? POLLOUT : 0;
 		while ((r = poll(p, 2, TIMEOUT_MS)) < 0 && errno == EINTR)
 			;
 		if (r < 0)
@@ -637,18 +527,10 @@ pipe_pages(int fd)
 static double
 proc_cpu(pid_t pid)
 {
-	char path[64], buf[128];
-	ssize_t n;
-	int fd;
+	char buf[128];
 
-	(void)snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
-	if ((fd = open(path, O_RDONLY)) < 0)
-		die("open %s: %s", path, strerror(errno));
-	n = read(fd, buf, sizeof(buf) - 1);
-	(void)close(fd);
-	if (n <= 0)
-		die("read %s", path);
-	buf[n] = '\0';
+	if (proc_read(pid, "schedstat", buf, sizeof(buf)) != 0)
+		die("cannot read /proc/%d/schedstat", (int)pid);
 	return strtod(buf, NULL) / 1e9;
 }
 
@@ -762,6 +644,8 @@ static void
 engine_init(void)
 {
 	x.in = xmalloc(IN_SIZE);
+	x.out.v = x.iov;
+	x.out.cap = IOV_CAP;
 	x.data = xmalloc(MAX_REQ);
 	memset(x.data, 0x5a, MAX_REQ);
 }

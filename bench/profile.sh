@@ -24,10 +24,10 @@
 #              removed at exit)
 
 set -u
+BENCH_PROG=profile.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-here=$(cd "$(dirname "$0")" && pwd)
-ours=${OURS:-$here/../sftp-server}
-ref=${REF:-/usr/lib/openssh/sftp-server}
 size=1G
 only="up255k,up32k,down255k,down32k"
 pin=same
@@ -36,11 +36,6 @@ perf_servers=ours
 perf_size=4G
 freq=5000
 out=
-
-usage() {
-	sed -n '7,9s/^# \{0,1\}//p' "$0" >&2
-	exit 2
-}
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -54,66 +49,33 @@ while [ $# -gt 0 ]; do
 	--perf-size) perf_size=$2; shift ;;
 	--freq) freq=$2; shift ;;
 	--out) out=$2; shift ;;
-	-h|--help) usage ;;
-	*) echo "profile.sh: unknown option $1" >&2; usage ;;
+	-h|--help) bench_usage ;;
+	*) bench_unknown "$1" ;;
 	esac
-	shift || usage
+	shift || bench_usage
 done
 
 for c in strace perf taskset; do
-	if ! command -v "$c" > /dev/null; then
-		echo "profile.sh: $c not found" >&2
-		exit 1
-	fi
+	command -v "$c" > /dev/null || bench_die "$c not found"
 done
 if [ ! -x "$ours" ] || [ ! -x "$ref" ]; then
-	echo "profile.sh: need both servers: $ours, $ref" >&2
-	exit 1
+	bench_die "need both servers: $ours, $ref"
 fi
 
-to_bytes() {
-	local n=${1%[KkMmGg]}
-	case $n in ''|*[!0-9]*) echo "profile.sh: bad size $1" >&2; exit 2 ;; esac
-	case $1 in
-	*[Kk]) echo $((n << 10)) ;;
-	*[Mm]) echo $((n << 20)) ;;
-	*[Gg]) echo $((n << 30)) ;;
-	*) echo "$n" ;;
-	esac
-}
-bytes=$(to_bytes "$size") || exit 2
-perf_bytes=$(to_bytes "$perf_size") || exit 2
+bytes=$(bench_to_bytes "$size") || exit 2
+perf_bytes=$(bench_to_bytes "$perf_size") || exit 2
 
-CC=${CC:-cc}
-CFLAGS=${CFLAGS:--O2}
-if [ ! -x "$here/sftpbench" ] || [ "$here/sftpbench.c" -nt "$here/sftpbench" ]; then
-	echo "profile.sh: building sftpbench" >&2
-	# shellcheck disable=SC2086 # the flags are words
-	$CC $CFLAGS -std=c11 -D_DEFAULT_SOURCE -o "$here/sftpbench" "$here/sftpbench.c" || exit 1
-fi
-bench=$here/sftpbench
+# The client, and the floor when it is profiled, when missing or older than
+# their sources.
 case ",$perf_servers," in
-*,floor-*)
-	if [ ! -x "$here/floor" ] || [ "$here/floor.c" -nt "$here/floor" ]; then
-		echo "profile.sh: building floor" >&2
-		# shellcheck disable=SC2086
-		$CC $CFLAGS -std=c11 -D_DEFAULT_SOURCE -o "$here/floor" "$here/floor.c" || exit 1
-	fi
-	;;
+*,floor-*) bench_build sftpbench floor ;;
+*) bench_build sftpbench ;;
 esac
+bench=$bench_here/sftpbench
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sftpprof.XXXXXX") || exit 1
+bench_remove "$work"
 chmod 0755 "$work"
-mounted=0
-# shellcheck disable=SC2317 # run by the trap
-cleanup() {
-	if [ "$mounted" = 1 ]; then
-		umount "$work/fs" 2>/dev/null || umount -l "$work/fs"
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 mkdir "$work/fs" "$work/bin" || exit 1
 if [ -z "$out" ]; then
 	out=$work/out
@@ -121,9 +83,7 @@ fi
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
 fs="a temporary directory"
-if [ "$(id -u)" = 0 ] && mount -t tmpfs -o "mode=0700,size=$((2 * bytes + 2 * perf_bytes + (512 << 20)))" \
-    sftpprof "$work/fs" 2>/dev/null; then
-	mounted=1
+if bench_tmpfs "$work/fs" $((2 * bytes + 2 * perf_bytes + (512 << 20))) 0700; then
 	fs="a private tmpfs"
 fi
 fix=$work/fs
@@ -134,31 +94,20 @@ server_bin() { echo "$work/bin/sftp-server-$1"; }
 
 pin_cmd=()
 case $pin in
-same) pin_cmd=(taskset -c $(($(nproc) - 1))) ;;
+same) pin_cmd=(taskset -c "$(bench_last_cpu)") ;;
 none) ;;
-*) echo "profile.sh: --pin same or none" >&2; exit 2 ;;
+*) bench_bad "--pin same or none" ;;
 esac
 
-# wl_args WORKLOAD [BYTES]
-wl_args() {
-	local b=${2:-$bytes}
-	case $1 in
-	up255k) echo "-w upload -l 261120 -b $b" ;;
-	up32k) echo "-w upload -l 32768 -b $b" ;;
-	down255k) echo "-w download -l 261120 -b $b" ;;
-	down32k) echo "-w download -l 32768 -b $b" ;;
-	*) echo "profile.sh: unknown workload $1" >&2; exit 2 ;;
-	esac
-}
 workloads=${only//,/ }
 for wl in $workloads; do
-	wl_args "$wl" > /dev/null || exit 2
+	bench_transfer_args "$wl" > /dev/null || exit 2
 done
 
 echo "profile.sh: $size transfers, pipes, depth 64, pinned: $pin, on $fs"
 echo "ours: $ours"
 echo "ref:  $ref"
-echo "host: $(nproc) CPUs, Linux $(uname -r), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
+echo "host: $(bench_host), load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
 echo "raw files: $out"
 
 # bench WHO WL TAG CMD...: one sftpbench run with CMD before the server;
@@ -168,7 +117,8 @@ bench() {
 	shift 3
 	f=$out/$tag.$who.$wl
 	# shellcheck disable=SC2046 # the arguments are words
-	if ! "${pin_cmd[@]}" "$bench" -d "$fix" -t 300 $(wl_args "$wl") -L "$who" -- \
+	if ! "${pin_cmd[@]}" "$bench" -d "$fix" -t 300 \
+	    $(bench_transfer_args "$wl" "$bytes") -L "$who" -- \
 	    "$@" "$(server_bin "$who")" > "$f.line" 2> "$f.err"; then
 		echo "profile.sh: $tag $who $wl FAILED: $(tr '\n' ' ' < "$f.err")" >&2
 		return 1
@@ -185,14 +135,7 @@ strace_summary() {
 	local total
 	total=$(awk '$NF == "total" { print $(NF - 2) }' "$1")
 	awk -v total="$total" -v replies="$(replies "$3")" \
-	    -v requests="$(field requests "$3")" '
-function median(a, n,    i, j, t) {
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-		}
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+	    -v requests="$(field requests "$3")" "$bench_awk"'
 {
 	line = $0
 	sub(/^[0-9]+ +/, "", line)		# the pid of strace -f
@@ -240,12 +183,13 @@ attach() {
 	# shellcheck disable=SC2016 # $$, $0 and $@ are the little shell's
 	local stop='kill -STOP $$; exec "$0" "$@"'
 	case $who in
-	floor-rw) cmd=(-F -- /bin/sh -c "$stop" "$here/floor" rw) ;;
-	floor-splice) cmd=(-F -- /bin/sh -c "$stop" "$here/floor" splice) ;;
+	floor-rw) cmd=(-F -- /bin/sh -c "$stop" "$bench_here/floor" rw) ;;
+	floor-splice) cmd=(-F -- /bin/sh -c "$stop" "$bench_here/floor" splice) ;;
 	*) cmd=(-- /bin/sh -c "$stop" "$(server_bin "$who")") ;;
 	esac
 	# shellcheck disable=SC2046 # the arguments are words
-	"${pin_cmd[@]}" "$bench" -d "$fix" -t 300 $(wl_args "$wl" "$perf_bytes") -L "$who" \
+	"${pin_cmd[@]}" "$bench" -d "$fix" -t 300 \
+	    $(bench_transfer_args "$wl" "$perf_bytes") -L "$who" \
 	    "${cmd[@]}" > "$f.line" 2> "$f.err" &
 	bpid=$!
 	while [ $i -lt 1000 ] && [ -z "$pid" ]; do

@@ -30,10 +30,10 @@
 # a home on a private tmpfs, so that sshd lets it in.
 
 set -u
+BENCH_PROG=scale-sshd.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-here=$(cd "$(dirname "$0")" && pwd)
-ours=${OURS:-$here/../sftp-server}
-ref=${REF:-/usr/lib/openssh/sftp-server}
 servers="ours ref"
 user=sftpscale
 sessions=0,200
@@ -44,11 +44,6 @@ settle=3
 cipher=aes128-gcm@openssh.com
 out=
 report=
-
-usage() {
-	sed -n '22,25s/^# \{0,1\}//p' "$0" >&2
-	exit 2
-}
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -62,45 +57,22 @@ while [ $# -gt 0 ]; do
 	--per-conn) per_conn=$2; shift ;;
 	--out) out=$2; shift ;;
 	--report) report=$2; shift ;;
-	-h|--help) usage ;;
-	*) echo "scale-sshd.sh: unknown option $1" >&2; usage ;;
+	-h|--help) bench_usage ;;
+	*) bench_unknown "$1" ;;
 	esac
-	shift || usage
+	shift || bench_usage
 done
-case $rounds in ''|*[!0-9]*|0) echo "scale-sshd.sh: bad --rounds" >&2; exit 2 ;; esac
-case $per_conn in ''|*[!0-9]*|0) echo "scale-sshd.sh: bad --per-conn" >&2; exit 2 ;; esac
-case ,$sessions, in *[!0-9,]*|,,) echo "scale-sshd.sh: bad --sessions" >&2; exit 2 ;; esac
+bench_count --rounds "$rounds"
+bench_count --per-conn "$per_conn"
+case ,$sessions, in *[!0-9,]*|,,) bench_bad "bad --sessions" ;; esac
 sessions=${sessions//,/ }
-case $size in
-*[kK]) size_b=$((${size%?} << 10)) ;;
-*M) size_b=$((${size%?} << 20)) ;;
-*G) size_b=$((${size%?} << 30)) ;;
-*) size_b=$((size)) ;;
-esac
+size_b=$(bench_to_bytes "$size") || exit 2
 
 # summarize FILE: the tables, from the result lines in FILE.
 summarize() {
-	awk -v sessions="$sessions" -v servers="$servers" '
-function median(a, n,    i, j, t) {
-	for (i = 1; i <= n; i++)
-		a[i] += 0
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-		}
-	if (n == 0)
-		return ""
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+	awk -v sessions="$sessions" -v servers="$servers" "$bench_awk"'
 {
-	delete kv
-	for (i = 2; i <= NF; i++) {
-		eq = index($i, "=")
-		if (eq > 0) {
-			v = substr($i, eq + 1)
-			kv[substr($i, 1, eq - 1)] = v ~ /^-?([0-9]+\.?[0-9]*|\.[0-9]+)$/ ? v + 0 : v
-		}
-	}
+	kv_parse(2)
 	s = kv["server"]; n = kv["n"]
 }
 $1 == "held" {
@@ -174,56 +146,42 @@ if [ -n "$report" ]; then
 	exit 0
 fi
 
-if [ "$(id -u)" != 0 ]; then
-	echo "scale-sshd.sh: must run as root" >&2
-	exit 2
-fi
+[ "$(id -u)" = 0 ] || bench_bad "must run as root"
 # shellcheck disable=SC2034 # read by sshd-lib.sh
 SSHD_USERS=$user
-sshd_lib=$here/../tests/lib/sshd-lib.sh
-[ -f "$sshd_lib" ] || sshd_lib=$here/../tests/sshd-lib.sh	# the older layout
 # shellcheck source=tests/lib/sshd-lib.sh
-. "$sshd_lib"
+. "$bench_top/tests/lib/sshd-lib.sh"
 why=$(sshd_missing)
 [ -z "$why" ] && ! command -v sftp > /dev/null && why="no sftp"
-if [ -n "$why" ]; then
-	echo "scale-sshd.sh: $why" >&2
-	exit 2
-fi
+[ -z "$why" ] || bench_bad "$why"
 for s in $servers; do
 	case $s in
-	ours) [ -x "$ours" ] || { echo "scale-sshd.sh: no $ours" >&2; exit 2; } ;;
-	ref) [ -x "$ref" ] || { echo "scale-sshd.sh: no $ref" >&2; exit 2; } ;;
-	*) echo "scale-sshd.sh: unknown server $s" >&2; exit 2 ;;
+	ours) [ -x "$ours" ] || bench_bad "no $ours" ;;
+	ref) [ -x "$ref" ] || bench_bad "no $ref" ;;
+	*) bench_bad "unknown server $s" ;;
 	esac
 done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/scale-sshd.XXXXXX") || exit 1
+bench_remove "$work"
 chmod 0755 "$work"
 fs=$work/home
 mkdir -p "$work/bin" "$fs"
-mounted=0
 holder_pids=()
 holder_fds=()
 master_pids=()
-res=
 
 # release: ends the held sessions (each holder's input closes: it closes its
 # sessions and reaps its ssh clients), then the master connections; kills
 # by PID what lingers.
 release() {
-	local fd p i
+	local fd p
 	for fd in "${holder_fds[@]}"; do
 		exec {fd}>&-
 	done
 	holder_fds=()
 	for p in "${holder_pids[@]}"; do
-		for i in $(seq 1 100); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
+		bench_reap "$p" 100
 	done
 	holder_pids=()
 	for p in "${master_pids[@]}"; do
@@ -233,74 +191,47 @@ release() {
 	master_pids=()
 }
 
+# At exit, before the unmount: the sessions, their connections and sshd.
 # shellcheck disable=SC2317 # run by the trap
-cleanup() {
-	trap - EXIT INT TERM
+bench_on_exit() {
 	release
 	sshd_stop
-	if [ "$mounted" = 1 ]; then
-		umount "$fs" 2>/dev/null || umount -l "$fs"
-	fi
-	rm -rf "$work"
-	[ -n "$res" ] && [ -z "$out" ] && rm -f "$res"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
-CC=${CC:-cc}
-warn="-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wvla -Werror"
+# The holder and sessinfo, when missing or older than their sources, copied
+# to the work area.
+bench_build holder sessinfo
 for prog in holder sessinfo; do
-	# shellcheck disable=SC2086
-	$CC -O2 -std=c11 -D_DEFAULT_SOURCE $warn -o "$work/bin/$prog" \
-	    "$here/$prog.c" || exit 1
+	cp "$bench_here/$prog" "$work/bin/$prog"
 done
 [ -x "$ours" ] && cp "$ours" "$work/bin/ours"
 [ -x "$ref" ] && cp "$ref" "$work/bin/ref"
 chmod 0755 "$work/bin" "$work/bin/"*
 sync
 
-sshd_init "$work/sshd" || { echo "scale-sshd.sh: sshd_init failed" >&2; exit 1; }
-# The home: a tmpfs of the user's, for the uploads and the idle sessions.
-sshd_test_user "$user" "$fs" || { echo "scale-sshd.sh: cannot set up user $user" >&2; exit 1; }
+sshd_init "$work/sshd" || bench_die "sshd_init failed"
+# The user (made for the run when missing, and then removed at the end);
+# its home a tmpfs of its own, for the uploads and the idle sessions.
+id -u "$user" > /dev/null 2>&1 || bench_userdel=$user
+sshd_test_user "$user" "$fs" || bench_die "cannot set up user $user"
 uid=$(id -u "$user")
 gid=$(id -g "$user")
-mount -t tmpfs -o "size=$((3 * size_b + (256 << 20))),mode=0700,uid=$uid,gid=$gid" scale "$fs" ||
-    { echo "scale-sshd.sh: cannot mount a tmpfs" >&2; exit 1; }
-mounted=1
+bench_tmpfs "$fs" $((3 * size_b + (256 << 20))) 0700 "uid=$uid,gid=$gid" ||
+    bench_die "cannot mount a tmpfs: $bench_why"
 sshd_authorize "$user"
 # The client's side of the transfers, on the same tmpfs, closed to the user.
 mkdir -m 0700 "$fs/local"
 head -c "$size_b" /dev/urandom > "$fs/src.dat"
 chown "$uid:$gid" "$fs/src.dat"
 
-# ident BINARY COPY: the sha256 of the copy run (first 12 digits) and, for a
-# binary in this tree, the commit the tree is at and whether it has changes.
-ident() {
-	local id head
-	id="sha256 $(sha256sum < "$2" | cut -c1-12)"
-	case $(cd "$(dirname "$1")" && pwd -P) in
-	"$(cd "$here/.." && pwd -P)")
-		if head=$(git -C "$here/.." rev-parse --short HEAD 2>/dev/null); then
-			id="$id, tree at $head"
-			[ -n "$(git -C "$here/.." status --porcelain -uno 2>/dev/null)" ] &&
-			    id="$id with changes"
-		fi ;;
-	esac
-	echo "$id"
-}
-
-if [ -n "$out" ]; then
-	res=$out
-	: > "$res" || exit 1
-else
-	res=$(mktemp "${TMPDIR:-/tmp}/scale-sshd-results.XXXXXX") || exit 1
-fi
+res=${out:-$work/results}
+: > "$res" || exit 1
 start_s=$SECONDS
 echo "scale-sshd.sh: servers $servers; sessions $sessions ($per_conn per connection); sftp put and get of $size, $rounds rounds, $cipher"
 for s in $servers; do
 	case $s in
-	ours) echo "ours: $ours ($(ident "$ours" "$work/bin/ours"))" ;;
-	ref) echo "ref:  $ref ($(ident "$ref" "$work/bin/ref"))" ;;
+	ours) echo "ours: $ours ($(bench_ident "$ours" "$work/bin/ours"))" ;;
+	ref) echo "ref:  $ref ($(bench_ident "$ref" "$work/bin/ref"))" ;;
 	esac
 done
 echo "user: $user (uid $uid); pipe-user-pages-soft $(cat /proc/sys/fs/pipe-user-pages-soft); load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
@@ -410,20 +341,15 @@ transfer() {
 # Rounds interleave: each round runs every N and every server, the servers'
 # order and the N's reversed every other round, so that a drift of the
 # machine's speed does not always fall on the same ones.
-in_order() {
-	if [ $(($1 % 2)) = 1 ]; then
-		echo "$2"
-	else
-		echo "$2" | tr ' ' '\n' | tac | tr '\n' ' '
-	fi
-}
 for r in $(seq 1 "$rounds"); do
-	for srv in $(in_order "$r" "$servers"); do
-		sshd_start "$srv" <<EOF || { echo "scale-sshd.sh: $SSHD_ERROR" >&2; exit 1; }
+	# shellcheck disable=SC2086 # the lists are words
+	for srv in $(bench_alternate "$r" $servers); do
+		sshd_start "$srv" <<EOF || bench_die "$SSHD_ERROR"
 Subsystem sftp $work/bin/$srv
 Ciphers $cipher
 EOF
-		for n in $(in_order "$r" "$sessions"); do
+		# shellcheck disable=SC2086
+		for n in $(bench_alternate "$r" $sessions); do
 			echo "== round $r, $srv: $n idle sessions" >&2
 			t0=$SECONDS
 			hold "$srv" "$n" || exit 1

@@ -26,10 +26,10 @@
 # keeps the raw result lines; --report prints the tables again from them.
 
 set -u
+BENCH_PROG=scale.sh
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-here=$(cd "$(dirname "$0")" && pwd)
-ours=${OURS:-$here/../sftp-server}
-ref=${REF:-/usr/lib/openssh/sftp-server}
 user=sftpscale
 sessions=0,100,500,1000
 size=256M
@@ -42,7 +42,6 @@ out=
 report=
 hog=0
 sessions_set=false
-quick=0
 idle_n=20		# sessions in the idle part
 idle_xfer=8M		# what each of them uploads and downloads there
 idle_wait=5		# seconds idle after that
@@ -52,16 +51,8 @@ mix_size=256M
 mix_req=261120		# the mix's request size (sftp 9.2's 255 KiB)
 workloads="up32k up255k down32k down255k"
 
-usage() {
-	sed -n '17,21s/^# \{0,1\}//p' "$0" >&2
-	exit 2
-}
-
 # --quick sets smaller defaults, which the other options override.
-for a in "$@"; do
-	[ "$a" = --quick ] && quick=1
-done
-if [ $quick = 1 ]; then
+if bench_has --quick "$@"; then
 	size=64M
 	rounds=1
 	burst_rounds=2
@@ -86,44 +77,23 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift ;;
 	--report) report=$2; shift ;;
 	--hog) hog=1 ;;
-	-h|--help) usage ;;
-	*) echo "scale.sh: unknown option $1" >&2; usage ;;
+	-h|--help) bench_usage ;;
+	*) bench_unknown "$1" ;;
 	esac
-	shift || usage
+	shift || bench_usage
 done
-case $rounds in ''|*[!0-9]*|0) echo "scale.sh: bad --rounds" >&2; exit 2 ;; esac
-case $burst_rounds in ''|*[!0-9]*|0) echo "scale.sh: bad --burst-rounds" >&2; exit 2 ;; esac
-case $pause in ''|*[!0-9]*) echo "scale.sh: bad --pause" >&2; exit 2 ;; esac
-case $pin in same|none) ;; *) echo "scale.sh: bad --pin" >&2; exit 2 ;; esac
-case ,$sessions, in *[!0-9,]*|,,) echo "scale.sh: bad --sessions" >&2; exit 2 ;; esac
+bench_count --rounds "$rounds"
+bench_count --burst-rounds "$burst_rounds"
+bench_count --pause "$pause" 0
+case $pin in same|none) ;; *) bench_bad "bad --pin" ;; esac
+case ,$sessions, in *[!0-9,]*|,,) bench_bad "bad --sessions" ;; esac
 sessions=${sessions//,/ }
-
-# bytes SIZE: SIZE with an optional k, M or G suffix, in bytes.
-bytes() {
-	case $1 in
-	*[kK]) echo $((${1%?} << 10)) ;;
-	*M) echo $((${1%?} << 20)) ;;
-	*G) echo $((${1%?} << 30)) ;;
-	*) echo $(($1)) ;;
-	esac
-}
-size_b=$(bytes "$size") || exit 2
-mix_b=$(bytes "$mix_size") || exit 2
+size_b=$(bench_to_bytes "$size") || exit 2
+mix_b=$(bench_to_bytes "$mix_size") || exit 2
 
 # summarize FILE: the tables, from the result lines in FILE.
 summarize() {
-	awk -v sessions="$sessions" -v workloads="$workloads" '
-function median(a, n,    i, j, t) {
-	for (i = 1; i <= n; i++)
-		a[i] += 0
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-		}
-	if (n == 0)
-		return ""
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+	awk -v sessions="$sessions" -v workloads="$workloads" "$bench_awk"'
 function add(key, val) {
 	cnt[key]++
 	vals[key, cnt[key]] = val
@@ -142,14 +112,7 @@ function yes(ok) {
 	return ok ? "yes" : "**no**"
 }
 {
-	delete kv
-	for (i = 2; i <= NF; i++) {
-		eq = index($i, "=")
-		if (eq > 0) {
-			v = substr($i, eq + 1)
-			kv[substr($i, 1, eq - 1)] = v ~ /^-?([0-9]+\.?[0-9]*|\.[0-9]+)$/ ? v + 0 : v
-		}
-	}
+	kv_parse(2)
 	s = kv["server"]
 }
 $1 == "idle" {
@@ -373,52 +336,36 @@ if [ -n "$report" ]; then
 	exit 0
 fi
 
-if [ "$(id -u)" != 0 ]; then
-	echo "scale.sh: must run as root (tmpfs, setpriv, the servers' smaps)" >&2
-	exit 2
-fi
+[ "$(id -u)" = 0 ] ||
+    bench_bad "must run as root (tmpfs, setpriv, the servers' smaps)"
 for c in setpriv taskset; do
-	command -v $c > /dev/null || { echo "scale.sh: no $c" >&2; exit 2; }
+	command -v $c > /dev/null || bench_bad "no $c"
 done
 for s in "$ours" "$ref"; do
-	[ -x "$s" ] || { echo "scale.sh: no server $s" >&2; exit 2; }
+	[ -x "$s" ] || bench_bad "no server $s"
 done
 
-# sftpbench is built in bench/ when missing or older than its source (as
-# compare.sh does); holder and sessinfo into the work area, below.
-CC=${CC:-cc}
-CFLAGS=${CFLAGS:--O2}
-warn="-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wvla -Werror"
-build() {
-	# shellcheck disable=SC2086
-	$CC $CFLAGS -std=c11 -D_DEFAULT_SOURCE $warn -o "$2" "$here/$1.c"
-}
-if [ ! -x "$here/sftpbench" ] || [ "$here/sftpbench.c" -nt "$here/sftpbench" ]; then
-	echo "scale.sh: building sftpbench" >&2
-	build sftpbench "$here/sftpbench" || exit 1
-fi
+# The client, the holder and sessinfo, when missing or older than their
+# sources; copied to the work area below.
+bench_build sftpbench holder sessinfo
 
 # The user whose sessions these are: a system user, made for the run when
 # missing and then removed at the end.
-made_user=0
 if ! id -u "$user" > /dev/null 2>&1; then
 	useradd --system -M -d /nonexistent -s /usr/sbin/nologin "$user" ||
-	    { echo "scale.sh: cannot create user $user" >&2; exit 1; }
-	made_user=1
+	    bench_die "cannot create user $user"
+	bench_userdel=$user
 fi
 uid=$(id -u "$user")
 gid=$(id -g "$user")
-if [ "$uid" = 0 ]; then
-	echo "scale.sh: $user is root, which the quota exempts" >&2
-	exit 2
-fi
+[ "$uid" != 0 ] || bench_bad "$user is root, which the quota exempts"
 user_cmd=(setpriv --reuid "$uid" --regid "$gid" --clear-groups)
 as_user() {
 	"${user_cmd[@]}" "$@"
 }
-ncpu=$(nproc)
+last=$(bench_last_cpu)
 pin_cmd=()
-[ "$pin" = same ] && pin_cmd=(taskset -c $((ncpu - 1)))
+[ "$pin" = same ] && pin_cmd=(taskset -c "$last")
 
 max_n=0
 for n in $sessions; do
@@ -427,29 +374,28 @@ done
 [ "$idle_n" -gt "$max_n" ] && max_n=$idle_n
 if [ "$(ulimit -n)" -lt $((2 * max_n + 256)) ]; then
 	ulimit -n $((2 * max_n + 256)) ||
-	    { echo "scale.sh: cannot raise ulimit -n" >&2; exit 1; }
+	    bench_die "cannot raise ulimit -n"
 fi
 
 # Work area: binaries on the disk (copied, then synced: dirty page-cache
 # pages of a fresh binary would show as the servers' Private_Dirty), data on
 # a private tmpfs owned by the user.
 work=$(mktemp -d "${TMPDIR:-/tmp}/scale.XXXXXX") || exit 1
+bench_remove "$work"
 chmod 0755 "$work"
 fs=$work/fs
 mkdir -p "$work/bin" "$fs"
-mounted=0
 hold_pid=
 hold_exit=
 hog_pid=
 burst_pid=
 mix_pids=()
-res=
 
 # stop_holder: ends the held sessions (their stdin closes; they exit) and
 # waits for the holder, which reaps them. If it does not say so, it is killed
 # by PID, and so is every server it started that still runs as the user.
 stop_holder() {
-	local line p i fd
+	local line p fd
 	[ -n "$hold_pid" ] || return 0
 	hold_exit=
 	fd=${HOLD[1]:-}
@@ -461,12 +407,7 @@ stop_holder() {
 	    read -r -t 120 -u "${HOLD[0]}" line 2>/dev/null; then
 		hold_exit=${line#exited }
 	fi
-	for i in $(seq 1 50); do
-		kill -0 "$hold_pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill "$hold_pid" 2>/dev/null
-	wait "$hold_pid" 2>/dev/null
+	bench_reap "$hold_pid" 50
 	if [ -z "$hold_exit" ] && [ -s "$fs/held/pids" ]; then
 		while read -r p; do
 			# Still a process of the user (the servers are
@@ -479,77 +420,41 @@ stop_holder() {
 	hold_pid=
 }
 
+# At exit, before the unmounts: the held sessions, the mix's clients, the
+# hog and the burst.
 # shellcheck disable=SC2317 # run by the trap
-cleanup() {
+bench_on_exit() {
 	local p
-	trap - EXIT INT TERM
 	stop_holder
 	for p in "${mix_pids[@]}" $hog_pid $burst_pid; do
 		kill "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
-	if [ "$mounted" = 1 ]; then
-		umount "$fs" 2>/dev/null || umount -l "$fs"
-	fi
-	rm -rf "$work"
-	[ -n "$res" ] && [ -z "$out" ] && rm -f "$res"
-	if [ "$made_user" = 1 ]; then
-		userdel "$user" 2>/dev/null
-	fi
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
-tmpfs_b=$((2 * size_b + 16 * mix_b + (1 << 30)))
-if ! mount -t tmpfs -o "size=$tmpfs_b,mode=0700,uid=$uid,gid=$gid" scale "$fs"; then
-	echo "scale.sh: cannot mount a tmpfs" >&2
-	exit 1
-fi
-mounted=1
-cp "$here/sftpbench" "$work/bin/sftpbench"
-build holder "$work/bin/holder" || exit 1
-build sessinfo "$work/bin/sessinfo" || exit 1
+bench_tmpfs "$fs" $((2 * size_b + 16 * mix_b + (1 << 30))) 0700 \
+    "uid=$uid,gid=$gid" || bench_die "cannot mount a tmpfs: $bench_why"
+for p in sftpbench holder sessinfo; do
+	cp "$bench_here/$p" "$work/bin/$p"
+done
 cp "$ours" "$work/bin/ours"
 cp "$ref" "$work/bin/ref"
 chmod 0755 "$work/bin" "$work/bin/"*
 sync
 as_user mkdir "$fs/new" "$fs/held" "$fs/burst" "$fs/mix"
 
-if [ -n "$out" ]; then
-	res=$out
-	: > "$res" || exit 1
-else
-	res=$(mktemp "${TMPDIR:-/tmp}/scale-results.XXXXXX") || exit 1
-fi
-
-# ident BINARY COPY: the sha256 of the copy run (first 12 digits) and, for a
-# binary in this tree, the commit the tree is at and whether it has changes.
-ident() {
-	local id head
-	id="sha256 $(sha256sum < "$2" | cut -c1-12)"
-	case $(cd "$(dirname "$1")" && pwd -P) in
-	"$(cd "$here/.." && pwd -P)")
-		if head=$(git -C "$here/.." rev-parse --short HEAD 2>/dev/null); then
-			id="$id, tree at $head"
-			[ -n "$(git -C "$here/.." status --porcelain -uno 2>/dev/null)" ] &&
-			    id="$id with changes"
-		fi ;;
-	esac
-	echo "$id"
-}
+res=${out:-$work/results}
+: > "$res" || exit 1
 
 failures=0
 start_s=$SECONDS
 echo "scale.sh: parts $parts; sessions $sessions; $size per transfer, $rounds rounds; pause $pause s; pinned: $pin"
-echo "ours: $ours ($(ident "$ours" "$work/bin/ours"))"
-echo "ref:  $ref ($(ident "$ref" "$work/bin/ref"))"
+echo "ours: $ours ($(bench_ident "$ours" "$work/bin/ours"))"
+echo "ref:  $ref ($(bench_ident "$ref" "$work/bin/ref"))"
 echo "user: $user (uid $uid); pipe-user-pages-soft $(cat /proc/sys/fs/pipe-user-pages-soft), pipe-user-pages-hard $(cat /proc/sys/fs/pipe-user-pages-hard), pipe-max-size $(cat /proc/sys/fs/pipe-max-size)"
 echo "user's pipes before: $("$work/bin/sessinfo" -u "$uid")"
-echo "host: $ncpu CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), Linux $(uname -r); load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
-case $(cut -d ' ' -f 1 /proc/loadavg) in
-0.[0-4]*) ;;
-*) echo "warning: other work is running, expect noise" ;;
-esac
+echo "host: $(bench_host); load average $(cut -d ' ' -f 1-3 /proc/loadavg)"
+bench_load_warning
 
 # hold_start SERVER N: N sessions of SERVER (ours or ref) held by the
 # holder, running as the user; sets hold_ready to its "ready" line.
@@ -605,29 +510,9 @@ bench_run() {
 	echo "$tag $line" >> "$res"
 }
 
-wl_args() {
-	case $1 in
-	up32k) echo "-w upload -l 32768" ;;
-	up255k) echo "-w upload -l 261120" ;;
-	down32k) echo "-w download -l 32768" ;;
-	down255k) echo "-w download -l 261120" ;;
-	esac
-}
-# servers_in ROUND: both servers, the order swapped every other round.
-servers_in() {
-	if [ $(($1 % 2)) = 1 ]; then echo "ours ref"; else echo "ref ours"; fi
-}
-
-# sessions_in ROUND: the N of --sessions, in reverse order every other
-# round, so that a drift in the machine's speed over a round does not always
-# fall on the largest N.
-sessions_in() {
-	if [ $(($1 % 2)) = 1 ]; then
-		echo "$sessions"
-	else
-		echo "$sessions" | tr ' ' '\n' | tac | tr '\n' ' '
-	fi
-}
+# Rounds swap the servers' order every other round, and reverse the N of
+# --sessions, so that a drift in the machine's speed over a round does not
+# always fall on the same server or on the largest N (bench_alternate).
 
 part_idle() {
 	local srv snap
@@ -649,8 +534,9 @@ part_sessions() {
 	local r n srv wl snap probe t0
 	echo "== sessions: N = $sessions held, a new session runs $workloads, $rounds rounds" >&2
 	for r in $(seq 1 "$rounds"); do
-		for n in $(sessions_in "$r"); do
-			for srv in $(servers_in "$r"); do
+		# shellcheck disable=SC2086 # the list is words
+		for n in $(bench_alternate "$r" $sessions); do
+			for srv in $(bench_alternate "$r" ours ref); do
 				echo "   round $r, $n sessions of $srv" >&2
 				t0=$SECONDS
 				hold_start "$srv" "$n"
@@ -663,7 +549,7 @@ part_sessions() {
 				for wl in $workloads; do
 					# shellcheck disable=SC2046
 					bench_run "sess server=$srv n=$n round=$r wl=$wl" \
-					    "$srv" -d "$fs/new" -b "$size_b" $(wl_args "$wl")
+					    "$srv" -d "$fs/new" -b "$size_b" $(bench_transfer_args "$wl")
 				done
 				stop_holder
 				echo "held-exit server=$srv n=$n round=$r ${hold_exit:-} seconds=$((SECONDS - t0))" >> "$res"
@@ -677,13 +563,13 @@ part_burst() {
 	echo "== burst: $burst_size after $pause s idle, against $burst_size right after, $burst_rounds rounds" >&2
 	for wl in $workloads; do
 		i=$((i + 1))
-		for srv in $(servers_in $i); do
+		for srv in $(bench_alternate "$i" ours ref); do
 			# In the background, so that a signal's trap need not wait
 			# for the pauses; not through as_user, so that $! is the
 			# holder itself (setpriv and taskset exec it).
 			# shellcheck disable=SC2046
 			"${user_cmd[@]}" "${pin_cmd[@]}" "$work/bin/holder" burst \
-			    $(wl_args "$wl") -b "$burst_size" -s "$pause" \
+			    $(bench_transfer_args "$wl") -b "$burst_size" -s "$pause" \
 			    -r "$burst_rounds" -d "$fs/burst" -- "$work/bin/$srv" \
 			    > "$work/burst.out" 2> "$work/burst.err" &
 			burst_pid=$!
@@ -711,14 +597,14 @@ part_mix() {
 		as_user cp "$fs/mix/d1/download-$mix_b.dat" "$fs/mix/d$i/"
 	done
 	for r in $(seq 1 "$rounds"); do
-		for srv in $(servers_in "$r"); do
+		for srv in $(bench_alternate "$r" ours ref); do
 			# sftpbench -p 0: the memory is touched here, before.
 			as_user "$work/bin/holder" touch $((8 * mix_b + (512 << 20)))
 			# Started directly (not through as_user): $! is each
 			# sftpbench, which the trap can end.
 			mix_pids=()
 			if [ $hog = 1 ]; then
-				taskset -c $((ncpu - 1)) bash -c 'while :; do :; done' &
+				taskset -c "$last" bash -c 'while :; do :; done' &
 				hog_pid=$!
 			fi
 			read -r -a st0 < /proc/stat
@@ -772,7 +658,7 @@ for part in ${parts//,/ }; do
 	sessions) part_sessions ;;
 	burst) part_burst ;;
 	mix) part_mix ;;
-	*) echo "scale.sh: unknown part $part" >&2; exit 2 ;;
+	*) bench_bad "unknown part $part" ;;
 	esac
 done
 

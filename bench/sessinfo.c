@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "spread.h"
 
 #define PAGE_BYTES	4096
@@ -80,27 +81,6 @@ pipe_size(int pidfd, int fd)
 	n = fcntl(dup, F_GETPIPE_SZ);
 	(void)close(dup);
 	return n;
-}
-
-/* The real uid of a process, or -1. */
-static long
-proc_uid(const char *pid)
-{
-	char path[300], buf[4096], *p;
-	ssize_t n;
-	int fd;
-
-	(void)snprintf(path, sizeof(path), "/proc/%s/status", pid);
-	if ((fd = open(path, O_RDONLY)) < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	(void)close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	if ((p = strstr(buf, "\nUid:")) == NULL)
-		return -1;
-	return strtol(p + 5, NULL, 10);
 }
 
 /* Has ino been seen?  Adds it to the sorted set if not. */
@@ -150,10 +130,11 @@ by_uid(long uid)
 		return 1;
 	}
 	while ((pe = readdir(proc)) != NULL) {
-		if (pe->d_name[0] < '0' || pe->d_name[0] > '9' ||
-		    proc_uid(pe->d_name) != uid)
+		if (pe->d_name[0] < '0' || pe->d_name[0] > '9')
 			continue;
 		pid = strtol(pe->d_name, NULL, 10);
+		if (proc_long(pid, "status", "Uid") != uid)
+			continue;
 		(void)snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
 		if ((fds = opendir(path)) == NULL)
 			continue;
@@ -181,32 +162,6 @@ by_uid(long uid)
 	printf("pipes=%zu pages=%lld\n", n, pages);
 	free(set);
 	return 0;
-}
-
-/* A "Name: N kB" field of /proc/PID/smaps_rollup, or -1. */
-static long
-rollup_kb(long pid, const char *field)
-{
-	char path[64], buf[4096], *p;
-	size_t fl = strlen(field);
-	ssize_t n;
-	int fd;
-
-	(void)snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", pid);
-	if ((fd = open(path, O_RDONLY)) < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	(void)close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	for (p = buf; p != NULL; p = strchr(p, '\n')) {
-		if (*p == '\n')
-			p++;
-		if (strncmp(p, field, fl) == 0 && p[fl] == ':')
-			return strtol(p + fl + 1, NULL, 10);
-	}
-	return -1;
 }
 
 static int
@@ -246,8 +201,8 @@ by_file(const char *file)
 		pages[n] = (a > 0 ? a : 0) / PAGE_BYTES +
 		    (b > 0 ? b : 0) / PAGE_BYTES;
 		err[n] = (e > 0 ? e : 0) / PAGE_BYTES;
-		pd[n] = rollup_kb(pid, "Private_Dirty");
-		rss[n] = rollup_kb(pid, "Rss");
+		pd[n] = proc_long(pid, "smaps_rollup", "Private_Dirty");
+		rss[n] = proc_long(pid, "smaps_rollup", "Rss");
 		n++;
 	}
 	(void)fclose(f);
@@ -284,8 +239,8 @@ main(int argc, char **argv)
 	}
 	printf("fd0=%d fd1=%d fd2=%d pd_kb=%ld rss_kb=%ld\n",
 	    pipe_size(pidfd, 0), pipe_size(pidfd, 1), pipe_size(pidfd, 2),
-	    rollup_kb(pid, "Private_Dirty"),
-	    rollup_kb(pid, "Rss"));
+	    proc_long(pid, "smaps_rollup", "Private_Dirty"),
+	    proc_long(pid, "smaps_rollup", "Rss"));
 	(void)close(pidfd);
 	return 0;
 }

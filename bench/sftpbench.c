@@ -38,34 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SSH_FXP_INIT		1
-#define SSH_FXP_VERSION		2
-#define SSH_FXP_OPEN		3
-#define SSH_FXP_CLOSE		4
-#define SSH_FXP_READ		5
-#define SSH_FXP_WRITE		6
-#define SSH_FXP_LSTAT		7
-#define SSH_FXP_OPENDIR		11
-#define SSH_FXP_READDIR		12
-#define SSH_FXP_STATUS		101
-#define SSH_FXP_HANDLE		102
-#define SSH_FXP_DATA		103
-#define SSH_FXP_NAME		104
-#define SSH_FXP_ATTRS		105
-
-#define SSH_FXF_READ		0x01
-#define SSH_FXF_WRITE		0x02
-#define SSH_FXF_CREAT		0x08
-#define SSH_FXF_TRUNC		0x10
-
-#define SSH_FX_OK		0
-#define SSH_FX_EOF		1
-
-#define SSH_FILEXFER_ATTR_SIZE		0x00000001
-#define SSH_FILEXFER_ATTR_UIDGID	0x00000002
-#define SSH_FILEXFER_ATTR_PERMISSIONS	0x00000004
-#define SSH_FILEXFER_ATTR_ACMODTIME	0x00000008
-#define SSH_FILEXFER_ATTR_EXTENDED	0x80000000U
+#include "proc.h"
+#include "wire.h"
 
 /*
  * The content pattern repeats with a prime period, so that no request size
@@ -86,11 +60,7 @@ _Static_assert(MAX_REQ > PAT_PERIOD && MAX_REQ < 2 * PAT_PERIOD,
 #define MAX_REPLY	(MAX_REQ + 1024)
 #define IN_SIZE		(8 * 1024 * 1024)
 
-#define HANDLE_MAX	256	/* longest handle the protocol allows */
-#define PATH_LEN	64	/* our own paths are short */
-#define HDR_MAX		(64 + HANDLE_MAX + PATH_LEN)
 #define MAX_DEPTH	65535	/* the slot index is the low 16 bits of an id */
-#define IOV_BATCH	1024	/* iovecs per writev (IOV_MAX on Linux) */
 #define SMALL_SIZE	4096	/* smallfiles: bytes per file */
 #define READDIR_WINDOW	8	/* READDIRs in flight on one directory handle */
 #define PAGE_BYTES	4096
@@ -120,15 +90,8 @@ struct req {
 	uint32_t	len;		/* READ, WRITE: length */
 	uint32_t	file;		/* smallfiles: file number */
 	uint32_t	hlen;
-	uint8_t		handle[HANDLE_MAX];
-	size_t		hdrlen;
-	uint8_t		hdr[HDR_MAX];
-};
-
-/* A bounded read cursor over one reply. */
-struct cur {
-	const uint8_t	*p;
-	size_t		 left;
+	uint8_t		handle[WIRE_HANDLE_MAX];
+	struct wire_req	q;		/* the request up to its data */
 };
 
 /* A READ to send again: the rest of a short read. */
@@ -151,7 +114,8 @@ struct workload {
 	const char	*unit;
 	void		(*prepare)(void);
 	void		(*issue)(void);
-	void		(*reply)(const struct req *, uint8_t, struct cur *);
+	void		(*reply)(const struct req *, uint8_t,
+		    struct wire_cur *);
 	void		(*finish)(void);
 };
 
@@ -181,10 +145,7 @@ static struct {
 	uint8_t		*in;
 	size_t		 in_off;
 	size_t		 in_len;
-	struct iovec	*iov;
-	size_t		 iov_head;
-	size_t		 iov_n;
-	size_t		 iov_cap;
+	struct wire_out	 out;		/* requests not yet written */
 	uint64_t	 queued;	/* bytes queued for the server */
 	uint64_t	 written;	/* bytes the server's input took */
 	struct req	*slots;
@@ -197,9 +158,9 @@ static struct {
 	uint64_t	 ooo;
 	int		 version_seen;
 	long		 hwm;		/* VmHWM near the end, KiB */
-	uint8_t		 init_pkt[9];
+	struct wire_req	 init;
 	uint32_t	 hlen;
-	uint8_t		 handle[HANDLE_MAX];
+	uint8_t		 handle[WIRE_HANDLE_MAX];
 } c;
 
 static struct {
@@ -221,9 +182,9 @@ static struct {
 
 static uint8_t *pat;
 static char path_up[] = "upload.dat";
-static char path_dl[PATH_LEN];
-static char path_dir[PATH_LEN];
-static char path_dir_ok[PATH_LEN];
+static char path_dl[WIRE_PATH_MAX];
+static char path_dir[WIRE_PATH_MAX];
+static char path_dir_ok[WIRE_PATH_MAX];
 static const char path_small[] = "small";
 
 static void die(const char *, ...)
@@ -399,7 +360,7 @@ verify_file(const char *path, uint64_t base, uint64_t size)
 static void
 clear_dir(const char *path, int rm_self)
 {
-	char p[PATH_LEN * 2];
+	char p[WIRE_PATH_MAX * 2];
 	struct dirent *de;
 	DIR *d;
 
@@ -451,7 +412,7 @@ make_download_file(void)
 static void
 make_dir(void)
 {
-	char p[PATH_LEN * 2];
+	char p[WIRE_PATH_MAX * 2];
 	uint32_t i;
 	int fd;
 
@@ -472,127 +433,36 @@ make_dir(void)
 }
 
 /*
- * Wire helpers. A request is built in its slot: length, type and id first; the
- * length is filled in by req_send. A WRITE's data stays where it is and goes
- * out as a second iovec.
- */
-static void
-put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint32_t
-get_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	    (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static void
-put_u32(struct req *r, uint32_t v)
-{
-	if (HDR_MAX - r->hdrlen < 4)
-		abort();
-	put_be32(r->hdr + r->hdrlen, v);
-	r->hdrlen += 4;
-}
-
-static void
-put_u64(struct req *r, uint64_t v)
-{
-	put_u32(r, (uint32_t)(v >> 32));
-	put_u32(r, (uint32_t)v);
-}
-
-static void
-put_str(struct req *r, const void *s, size_t n)
-{
-	put_u32(r, (uint32_t)n);
-	if (HDR_MAX - r->hdrlen < n)
-		abort();
-	memcpy(r->hdr + r->hdrlen, s, n);
-	r->hdrlen += n;
-}
-
-static int
-get_u8(struct cur *cu, uint8_t *v)
-{
-	if (cu->left < 1)
-		return -1;
-	*v = cu->p[0];
-	cu->p++;
-	cu->left--;
-	return 0;
-}
-
-static int
-get_u32(struct cur *cu, uint32_t *v)
-{
-	if (cu->left < 4)
-		return -1;
-	*v = get_be32(cu->p);
-	cu->p += 4;
-	cu->left -= 4;
-	return 0;
-}
-
-static int
-get_u64(struct cur *cu, uint64_t *v)
-{
-	uint32_t hi, lo;
-
-	if (get_u32(cu, &hi) != 0 || get_u32(cu, &lo) != 0)
-		return -1;
-	*v = (uint64_t)hi << 32 | lo;
-	return 0;
-}
-
-/* A string as a slice of the reply. */
-static int
-get_str(struct cur *cu, const uint8_t **s, uint32_t *n)
-{
-	if (get_u32(cu, n) != 0 || *n > cu->left)
-		return -1;
-	*s = cu->p;
-	cu->p += *n;
-	cu->left -= *n;
-	return 0;
-}
-
-/*
  * ATTRS. Fills size (or UINT64_MAX) and perm (or 0); fails on a short or
  * malformed block.
  */
 static int
-get_attrs(struct cur *cu, uint64_t *size, uint32_t *perm)
+get_attrs(struct wire_cur *cu, uint64_t *size, uint32_t *perm)
 {
 	uint32_t flags, v, n, i, sl;
 	const uint8_t *s;
 
 	*size = UINT64_MAX;
 	*perm = 0;
-	if (get_u32(cu, &flags) != 0)
+	if (wire_get_u32(cu, &flags) != 0)
 		return -1;
-	if ((flags & SSH_FILEXFER_ATTR_SIZE) && get_u64(cu, size) != 0)
+	if ((flags & SSH_FILEXFER_ATTR_SIZE) && wire_get_u64(cu, size) != 0)
 		return -1;
 	if ((flags & SSH_FILEXFER_ATTR_UIDGID) &&
-	    (get_u32(cu, &v) != 0 || get_u32(cu, &v) != 0))
+	    (wire_get_u32(cu, &v) != 0 || wire_get_u32(cu, &v) != 0))
 		return -1;
-	if ((flags & SSH_FILEXFER_ATTR_PERMISSIONS) && get_u32(cu, perm) != 0)
+	if ((flags & SSH_FILEXFER_ATTR_PERMISSIONS) &&
+	    wire_get_u32(cu, perm) != 0)
 		return -1;
 	if ((flags & SSH_FILEXFER_ATTR_ACMODTIME) &&
-	    (get_u32(cu, &v) != 0 || get_u32(cu, &v) != 0))
+	    (wire_get_u32(cu, &v) != 0 || wire_get_u32(cu, &v) != 0))
 		return -1;
 	if (flags & SSH_FILEXFER_ATTR_EXTENDED) {
-		if (get_u32(cu, &n) != 0)
+		if (wire_get_u32(cu, &n) != 0)
 			return -1;
 		for (i = 0; i < n; i++)
-			if (get_str(cu, &s, &sl) != 0 ||
-			    get_str(cu, &s, &sl) != 0)
+			if (wire_get_str(cu, &s, &sl) != 0 ||
+			    wire_get_str(cu, &s, &sl) != 0)
 				return -1;
 	}
 	return 0;
@@ -654,9 +524,8 @@ req_new(uint8_t type)
 	r->type = type;
 	r->seq = c.seq++;
 	r->hlen = 0;
-	r->hdr[4] = type;
-	r->hdrlen = 5;
-	put_u32(r, r->id);
+	wire_begin(&r->q, type);
+	wire_u32(&r->q, r->id);
 	c.inflight++;
 	return r;
 }
@@ -664,15 +533,7 @@ req_new(uint8_t type)
 static void
 iov_push(void *base, size_t len)
 {
-	if (c.iov_head + c.iov_n == c.iov_cap) {
-		if (c.iov_n == c.iov_cap)
-			abort();
-		memmove(c.iov, c.iov + c.iov_head, c.iov_n * sizeof(*c.iov));
-		c.iov_head = 0;
-	}
-	c.iov[c.iov_head + c.iov_n].iov_base = base;
-	c.iov[c.iov_head + c.iov_n].iov_len = len;
-	c.iov_n++;
+	wire_out_push(&c.out, base, len);
 	c.queued += len;
 }
 
@@ -680,8 +541,8 @@ iov_push(void *base, size_t len)
 static void
 req_send(struct req *r, const void *data, uint32_t dlen)
 {
-	put_be32(r->hdr, (uint32_t)(r->hdrlen - 4 + dlen));
-	iov_push(r->hdr, r->hdrlen);
+	wire_end(&r->q, dlen);
+	iov_push(r->q.buf, r->q.len);
 	if (dlen > 0)
 		iov_push((void *)(uintptr_t)data, dlen);
 	r->end = c.queued;
@@ -694,7 +555,7 @@ send_handle_req(struct req *r, const uint8_t *h, uint32_t hlen)
 {
 	memcpy(r->handle, h, hlen);
 	r->hlen = hlen;
-	put_str(r, h, hlen);
+	wire_str(&r->q, h, hlen);
 	req_send(r, NULL, 0);
 }
 
@@ -707,22 +568,23 @@ send_open(const char *path, uint32_t pflags)
 	r = req_new(pflags == UINT32_MAX ? SSH_FXP_OPENDIR : SSH_FXP_OPEN);
 	if (r == NULL)
 		return NULL;
-	put_str(r, path, strlen(path));
+	wire_str(&r->q, path, strlen(path));
 	if (pflags != UINT32_MAX) {
-		put_u32(r, pflags);
-		put_u32(r, 0);
+		wire_u32(&r->q, pflags);
+		wire_u32(&r->q, 0);
 	}
 	req_send(r, NULL, 0);
 	return r;
 }
 
 static void
-status_die(const struct req *r, struct cur *cu, const char *want)
+status_die(const struct req *r, struct wire_cur *cu, const char *want)
 {
 	uint32_t code = UINT32_MAX, mlen = 0;
 	const uint8_t *msg = NULL;
 
-	if (get_u32(cu, &code) != 0 || get_str(cu, &msg, &mlen) != 0) {
+	if (wire_get_u32(cu, &code) != 0 ||
+	    wire_get_str(cu, &msg, &mlen) != 0) {
 		msg = (const uint8_t *)"";
 		mlen = 0;
 	}
@@ -741,21 +603,21 @@ bad_reply(const struct req *r, uint8_t type, const char *want)
 
 /* Read the code of a STATUS reply; die on any other reply type. */
 static uint32_t
-status_code(const struct req *r, uint8_t type, struct cur *cu)
+status_code(const struct req *r, uint8_t type, struct wire_cur *cu)
 {
-	struct cur save = *cu;
+	struct wire_cur save = *cu;
 	uint32_t code;
 
 	if (type != SSH_FXP_STATUS)
 		bad_reply(r, type, "STATUS");
-	if (get_u32(cu, &code) != 0)
+	if (wire_get_u32(cu, &code) != 0)
 		die("%s id %u: STATUS too short", type_name(r->type), r->id);
 	*cu = save;
 	return code;
 }
 
 static void
-expect_ok(const struct req *r, uint8_t type, struct cur *cu)
+expect_ok(const struct req *r, uint8_t type, struct wire_cur *cu)
 {
 	if (status_code(r, type, cu) != SSH_FX_OK)
 		status_die(r, cu, "OK");
@@ -763,8 +625,8 @@ expect_ok(const struct req *r, uint8_t type, struct cur *cu)
 
 /* Copy the handle of a HANDLE reply to h. */
 static void
-expect_handle(const struct req *r, uint8_t type, struct cur *cu, uint8_t *h,
-    uint32_t *hlen)
+expect_handle(const struct req *r, uint8_t type, struct wire_cur *cu,
+    uint8_t *h, uint32_t *hlen)
 {
 	const uint8_t *s;
 	uint32_t n;
@@ -773,7 +635,7 @@ expect_handle(const struct req *r, uint8_t type, struct cur *cu, uint8_t *h,
 		status_die(r, cu, "HANDLE");
 	if (type != SSH_FXP_HANDLE)
 		bad_reply(r, type, "HANDLE");
-	if (get_str(cu, &s, &n) != 0 || n > HANDLE_MAX)
+	if (wire_get_str(cu, &s, &n) != 0 || n > WIRE_HANDLE_MAX)
 		die("%s id %u: malformed HANDLE", type_name(r->type), r->id);
 	memcpy(h, s, n);
 	*hlen = n;
@@ -784,7 +646,7 @@ expect_handle(const struct req *r, uint8_t type, struct cur *cu, uint8_t *h,
  * the workload sees the reply, so a follow-up request always has a slot.
  */
 static void
-on_reply(uint8_t type, struct cur *cu)
+on_reply(uint8_t type, struct wire_cur *cu)
 {
 	struct req *slot, r;
 	uint32_t id, idx;
@@ -795,14 +657,14 @@ on_reply(uint8_t type, struct cur *cu)
 		if (type != SSH_FXP_VERSION)
 			die("first reply is %s (%u), expected VERSION",
 			    type_name(type), type);
-		if (get_u32(cu, &ver) != 0 || ver != 3)
+		if (wire_get_u32(cu, &ver) != 0 || ver != WIRE_VERSION)
 			die("server speaks version %u, expected 3", ver);
 		while (cu->left > 0) {
 			const uint8_t *v;
 			uint32_t vn;
 
-			if (get_str(cu, &s, &n) != 0 ||
-			    get_str(cu, &v, &vn) != 0)
+			if (wire_get_str(cu, &s, &n) != 0 ||
+			    wire_get_str(cu, &v, &vn) != 0)
 				die("malformed VERSION extensions");
 			if (opt.verbose)
 				fprintf(stderr, "extension %.*s \"%.*s\"\n",
@@ -812,7 +674,7 @@ on_reply(uint8_t type, struct cur *cu)
 		c.version_seen = 1;
 		return;
 	}
-	if (get_u32(cu, &id) != 0)
+	if (wire_get_u32(cu, &id) != 0)
 		die("reply %s without an id", type_name(type));
 	idx = id & 0xffff;
 	if (idx >= opt.depth || c.slots[idx].type == 0 ||
@@ -838,23 +700,19 @@ on_reply(uint8_t type, struct cur *cu)
 static void
 parse_in(void)
 {
-	struct cur cu;
+	struct wire_cur cu;
 	uint32_t plen;
 	uint8_t type;
+	int r;
 
-	while (c.in_len >= 4) {
-		plen = get_be32(c.in + c.in_off);
-		if (plen == 0 || plen > MAX_REPLY)
-			die("reply length %u is out of range", plen);
-		if (c.in_len - 4 < plen)
-			break;
-		cu.p = c.in + c.in_off + 4;
-		cu.left = plen;
-		(void)get_u8(&cu, &type);
+	while ((r = wire_frame(c.in + c.in_off, c.in_len, MAX_REPLY, &plen,
+	    &type, &cu)) > 0) {
 		on_reply(type, &cu);
 		c.in_off += 4 + (size_t)plen;
 		c.in_len -= 4 + (size_t)plen;
 	}
+	if (r < 0)
+		die("reply length %u is out of range", plen);
 	if (c.in_len == 0)
 		c.in_off = 0;
 }
@@ -911,13 +769,9 @@ read_in(void)
 static int
 flush_out(void)
 {
-	struct iovec *v;
 	ssize_t n;
-	size_t left;
 
-	n = writev(c.wfd, c.iov + c.iov_head,
-	    c.iov_n < IOV_BATCH ? (int)c.iov_n : IOV_BATCH);
-	if (n < 0) {
+	if ((n = wire_out_write(&c.out, c.wfd)) < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return 0;
 		if (errno == EPIPE)
@@ -926,20 +780,6 @@ flush_out(void)
 		die("write to server: %s", strerror(errno));
 	}
 	c.written += (uint64_t)n;
-	left = (size_t)n;
-	while (left > 0) {
-		v = &c.iov[c.iov_head];
-		if (left < v->iov_len) {
-			v->iov_base = (uint8_t *)v->iov_base + left;
-			v->iov_len -= left;
-			break;
-		}
-		left -= v->iov_len;
-		c.iov_head++;
-		c.iov_n--;
-	}
-	if (c.iov_n == 0)
-		c.iov_head = 0;
 	return n > 0;
 }
 
@@ -985,21 +825,19 @@ run_until(const int *flag, void (*issue)(void))
 		if (issue != NULL)
 			issue();
 		progress = 0;
-		if (c.iov_n > 0)
+		if (c.out.n > 0)
 			progress |= flush_out();
 		progress |= read_in();
 		if (!progress && !*flag)
-			wait_io(c.iov_n > 0);
+			wait_io(c.out.n > 0);
 	}
 }
 
 static void
 init_exchange(void)
 {
-	put_be32(c.init_pkt, 5);
-	c.init_pkt[4] = SSH_FXP_INIT;
-	put_be32(c.init_pkt + 5, 3);
-	iov_push(c.init_pkt, sizeof(c.init_pkt));
+	wire_init(&c.init);
+	iov_push(c.init.buf, c.init.len);
 	run_until(&c.version_seen, NULL);
 }
 
@@ -1013,6 +851,39 @@ send_close(void)
 		abort();
 	send_handle_req(r, c.handle, c.hlen);
 	w.phase = PH_CLOSING;
+}
+
+/*
+ * What the workloads on one handle share.  handle_ready sends the OPEN (or
+ * the OPENDIR, when pflags is UINT32_MAX) once a slot is free and returns 1
+ * once its HANDLE has come, when the pipelined requests may go.
+ */
+static int
+handle_ready(const char *path, uint32_t pflags)
+{
+	if (w.phase == PH_OPEN && send_open(path, pflags) != NULL)
+		w.phase = PH_OPENING;
+	return w.phase == PH_RUN;
+}
+
+/* The HANDLE of the OPEN or OPENDIR, and the OK of the CLOSE, the end. */
+static void
+handle_reply(const struct req *r, uint8_t type, struct wire_cur *cu)
+{
+	switch (r->type) {
+	case SSH_FXP_OPEN:
+	case SSH_FXP_OPENDIR:
+		expect_handle(r, type, cu, c.handle, &c.hlen);
+		w.phase = PH_RUN;
+		break;
+	case SSH_FXP_CLOSE:
+		expect_ok(r, type, cu);
+		w.phase = PH_DONE;
+		w.done = 1;
+		break;
+	default:
+		abort();
+	}
 }
 
 /*
@@ -1033,22 +904,17 @@ upload_issue(void)
 	uint64_t off;
 	uint32_t len;
 
-	if (w.phase == PH_OPEN) {
-		if (send_open(path_up,
-		    SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC) != NULL)
-			w.phase = PH_OPENING;
-		return;
-	}
-	if (w.phase != PH_RUN)
+	if (!handle_ready(path_up,
+	    SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC))
 		return;
 	while (w.next_off < opt.bytes &&
 	    (r = req_new(SSH_FXP_WRITE)) != NULL) {
 		off = w.next_off;
 		len = opt.bytes - off < opt.reqsize ?
 		    (uint32_t)(opt.bytes - off) : opt.reqsize;
-		put_str(r, c.handle, c.hlen);
-		put_u64(r, off);
-		put_u32(r, len);
+		wire_str(&r->q, c.handle, c.hlen);
+		wire_u64(&r->q, off);
+		wire_u32(&r->q, len);
 		r->off = off;
 		r->len = len;
 		req_send(r, pat_at(off), len);
@@ -1059,25 +925,14 @@ upload_issue(void)
 }
 
 static void
-upload_reply(const struct req *r, uint8_t type, struct cur *cu)
+upload_reply(const struct req *r, uint8_t type, struct wire_cur *cu)
 {
-	switch (r->type) {
-	case SSH_FXP_OPEN:
-		expect_handle(r, type, cu, c.handle, &c.hlen);
-		w.phase = PH_RUN;
-		break;
-	case SSH_FXP_WRITE:
-		expect_ok(r, type, cu);
-		w.acked += r->len;
-		break;
-	case SSH_FXP_CLOSE:
-		expect_ok(r, type, cu);
-		w.phase = PH_DONE;
-		w.done = 1;
-		break;
-	default:
-		abort();
+	if (r->type != SSH_FXP_WRITE) {
+		handle_reply(r, type, cu);
+		return;
 	}
+	expect_ok(r, type, cu);
+	w.acked += r->len;
 }
 
 static void
@@ -1106,9 +961,9 @@ send_read(uint64_t off, uint32_t len)
 
 	if ((r = req_new(SSH_FXP_READ)) == NULL)
 		abort();
-	put_str(r, c.handle, c.hlen);
-	put_u64(r, off);
-	put_u32(r, len);
+	wire_str(&r->q, c.handle, c.hlen);
+	wire_u64(&r->q, off);
+	wire_u32(&r->q, len);
 	r->off = off;
 	r->len = len;
 	req_send(r, NULL, 0);
@@ -1117,12 +972,7 @@ send_read(uint64_t off, uint32_t len)
 static void
 download_issue(void)
 {
-	if (w.phase == PH_OPEN) {
-		if (send_open(path_dl, SSH_FXF_READ) != NULL)
-			w.phase = PH_OPENING;
-		return;
-	}
-	if (w.phase != PH_RUN)
+	if (!handle_ready(path_dl, SSH_FXF_READ))
 		return;
 	while (w.ngaps > 0 && c.nfree > 0) {
 		w.ngaps--;
@@ -1142,12 +992,12 @@ download_issue(void)
 }
 
 static void
-download_data(const struct req *r, struct cur *cu)
+download_data(const struct req *r, struct wire_cur *cu)
 {
 	const uint8_t *d;
 	uint32_t n;
 
-	if (get_str(cu, &d, &n) != 0)
+	if (wire_get_str(cu, &d, &n) != 0)
 		die("READ id %u: malformed DATA", r->id);
 	if (n > r->len)
 		die("READ id %u off %llu: DATA of %u bytes, asked for %u",
@@ -1173,35 +1023,23 @@ download_data(const struct req *r, struct cur *cu)
 }
 
 static void
-download_reply(const struct req *r, uint8_t type, struct cur *cu)
+download_reply(const struct req *r, uint8_t type, struct wire_cur *cu)
 {
-	switch (r->type) {
-	case SSH_FXP_OPEN:
-		expect_handle(r, type, cu, c.handle, &c.hlen);
-		w.phase = PH_RUN;
-		break;
-	case SSH_FXP_READ:
-		if (type == SSH_FXP_DATA) {
-			download_data(r, cu);
-			break;
-		}
-		if (status_code(r, type, cu) != SSH_FX_EOF)
-			status_die(r, cu, "DATA or EOF");
-		if (r->off < opt.bytes)
-			die("READ id %u: EOF at offset %llu, inside the file "
-			    "of %llu bytes", r->id,
-			    (unsigned long long)r->off,
-			    (unsigned long long)opt.bytes);
-		w.eof = 1;
-		break;
-	case SSH_FXP_CLOSE:
-		expect_ok(r, type, cu);
-		w.phase = PH_DONE;
-		w.done = 1;
-		break;
-	default:
-		abort();
+	if (r->type != SSH_FXP_READ) {
+		handle_reply(r, type, cu);
+		return;
 	}
+	if (type == SSH_FXP_DATA) {
+		download_data(r, cu);
+		return;
+	}
+	if (status_code(r, type, cu) != SSH_FX_EOF)
+		status_die(r, cu, "DATA or EOF");
+	if (r->off < opt.bytes)
+		die("READ id %u: EOF at offset %llu, inside the file of %llu "
+		    "bytes", r->id, (unsigned long long)r->off,
+		    (unsigned long long)opt.bytes);
+	w.eof = 1;
 }
 
 /*
@@ -1222,12 +1060,7 @@ readdir_issue(void)
 	struct req *r;
 
 	window = opt.depth < READDIR_WINDOW ? opt.depth : READDIR_WINDOW;
-	if (w.phase == PH_OPEN) {
-		if (send_open(path_dir, UINT32_MAX) != NULL)
-			w.phase = PH_OPENING;
-		return;
-	}
-	if (w.phase != PH_RUN)
+	if (!handle_ready(path_dir, UINT32_MAX))
 		return;
 	while (!w.eof && c.inflight < window &&
 	    (r = req_new(SSH_FXP_READDIR)) != NULL)
@@ -1273,16 +1106,17 @@ readdir_name(const uint8_t *s, uint32_t n, uint64_t size, uint32_t perm)
 }
 
 static void
-readdir_names(const struct req *r, struct cur *cu)
+readdir_names(const struct req *r, struct wire_cur *cu)
 {
 	const uint8_t *s, *l;
 	uint32_t count, n, ln, i, perm;
 	uint64_t size;
 
-	if (get_u32(cu, &count) != 0)
+	if (wire_get_u32(cu, &count) != 0)
 		die("READDIR id %u: malformed NAME", r->id);
 	for (i = 0; i < count; i++) {
-		if (get_str(cu, &s, &n) != 0 || get_str(cu, &l, &ln) != 0 ||
+		if (wire_get_str(cu, &s, &n) != 0 ||
+		    wire_get_str(cu, &l, &ln) != 0 ||
 		    get_attrs(cu, &size, &perm) != 0)
 			die("READDIR id %u: malformed NAME entry %u of %u",
 			    r->id, i, count);
@@ -1296,13 +1130,9 @@ readdir_names(const struct req *r, struct cur *cu)
 }
 
 static void
-readdir_reply(const struct req *r, uint8_t type, struct cur *cu)
+readdir_reply(const struct req *r, uint8_t type, struct wire_cur *cu)
 {
 	switch (r->type) {
-	case SSH_FXP_OPENDIR:
-		expect_handle(r, type, cu, c.handle, &c.hlen);
-		w.phase = PH_RUN;
-		break;
 	case SSH_FXP_READDIR:
 		if (type == SSH_FXP_NAME) {
 			if (w.eof)
@@ -1331,7 +1161,7 @@ readdir_reply(const struct req *r, uint8_t type, struct cur *cu)
 			w.phase = PH_OPEN;
 		break;
 	default:
-		abort();
+		handle_reply(r, type, cu);
 	}
 }
 
@@ -1345,14 +1175,14 @@ stat_prepare(void)
 static void
 stat_issue(void)
 {
-	char p[PATH_LEN];
+	char p[WIRE_PATH_MAX];
 	struct req *r;
 	int n;
 
 	while (w.sent < opt.count && (r = req_new(SSH_FXP_LSTAT)) != NULL) {
 		n = snprintf(p, sizeof(p), "%s/file-%06u.dat", path_dir,
 		    w.sent % opt.entries);
-		put_str(r, p, (size_t)n);
+		wire_str(&r->q, p, (size_t)n);
 		r->file = w.sent;
 		req_send(r, NULL, 0);
 		w.sent++;
@@ -1360,7 +1190,7 @@ stat_issue(void)
 }
 
 static void
-stat_reply(const struct req *r, uint8_t type, struct cur *cu)
+stat_reply(const struct req *r, uint8_t type, struct wire_cur *cu)
 {
 	uint64_t size;
 	uint32_t perm;
@@ -1400,7 +1230,7 @@ small_prepare(void)
 static void
 small_issue(void)
 {
-	char p[PATH_LEN];
+	char p[WIRE_PATH_MAX];
 	struct req *r;
 
 	while (w.sent < opt.count) {
@@ -1413,10 +1243,10 @@ small_issue(void)
 }
 
 static void
-small_reply(const struct req *r, uint8_t type, struct cur *cu)
+small_reply(const struct req *r, uint8_t type, struct wire_cur *cu)
 {
 	struct req *n;
-	uint8_t h[HANDLE_MAX];
+	uint8_t h[WIRE_HANDLE_MAX];
 	uint32_t hlen;
 
 	switch (r->type) {
@@ -1429,9 +1259,9 @@ small_reply(const struct req *r, uint8_t type, struct cur *cu)
 		n->file = r->file;
 		n->off = 0;
 		n->len = SMALL_SIZE;
-		put_str(n, h, hlen);
-		put_u64(n, 0);
-		put_u32(n, SMALL_SIZE);
+		wire_str(&n->q, h, hlen);
+		wire_u64(&n->q, 0);
+		wire_u32(&n->q, SMALL_SIZE);
 		req_send(n, pat_at((uint64_t)r->file * SMALL_SIZE),
 		    SMALL_SIZE);
 		break;
@@ -1455,7 +1285,7 @@ small_reply(const struct req *r, uint8_t type, struct cur *cu)
 static void
 small_finish(void)
 {
-	char p[PATH_LEN];
+	char p[WIRE_PATH_MAX];
 	uint32_t i;
 
 	if (opt.verify)
@@ -1524,27 +1354,6 @@ start_child(char **argv)
 		die("fcntl: %s", strerror(errno));
 }
 
-/* VmHWM of a live process, in KiB, or -1. */
-static long
-read_hwm(pid_t pid)
-{
-	char path[64], buf[4096], *p;
-	ssize_t n;
-	int fd;
-
-	(void)snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if ((fd = open(path, O_RDONLY)) < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	(void)close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	if ((p = strstr(buf, "VmHWM:")) == NULL)
-		return -1;
-	return strtol(p + 6, NULL, 10);
-}
-
 /*
  * Floor mode: the raw bytes of the transfer through the pipe, in large writes
  * or reads; the floor program copies them to or from the file and exits.
@@ -1601,7 +1410,7 @@ floor_download(void)
 			    (unsigned long long)off);
 		off += (uint64_t)r;
 		if (off == opt.bytes)
-			c.hwm = read_hwm(c.pid);
+			c.hwm = proc_long(c.pid, "status", "VmHWM");
 	}
 	if (off != opt.bytes)
 		die("floor sent %llu of %llu bytes (floor %s)",
@@ -1787,8 +1596,8 @@ alloc_client(void)
 	for (i = 0; i < opt.depth; i++)
 		c.freel[i] = opt.depth - 1 - i;
 	c.nfree = opt.depth;
-	c.iov_cap = 2 * (size_t)opt.depth + 8;
-	c.iov = xmalloc(c.iov_cap * sizeof(*c.iov));
+	c.out.cap = 2 * (size_t)opt.depth + 8;
+	c.out.v = xmalloc(c.out.cap * sizeof(*c.out.v));
 	w.gaps = xmalloc(((size_t)opt.depth + 1) * sizeof(*w.gaps));
 }
 
@@ -1833,7 +1642,7 @@ measure(double *wall, double *ccpu, struct rusage *sru)
 	t0 = now();
 	if (opt.floor_mode && opt.wl->kind == WL_UPLOAD) {
 		floor_upload();
-		c.hwm = read_hwm(c.pid);
+		c.hwm = proc_long(c.pid, "status", "VmHWM");
 		(void)close(c.wfd);
 	} else if (opt.floor_mode)
 		floor_download();
@@ -1841,7 +1650,7 @@ measure(double *wall, double *ccpu, struct rusage *sru)
 		run_until(&w.done, opt.wl->issue);
 	t1 = now();
 	if (!opt.floor_mode) {
-		c.hwm = read_hwm(c.pid);
+		c.hwm = proc_long(c.pid, "status", "VmHWM");
 		(void)close(c.wfd);
 	}
 	if (c.rfd != c.wfd)

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int
+static inline int
 cmp_long(const void *a, const void *b)
 {
 	long x = *(const long *)a, y = *(const long *)b;
@@ -18,7 +18,7 @@ cmp_long(const void *a, const void *b)
 }
 
 /* Sorts v[0..n) in place and prints its spread. */
-static void
+static inline void
 print_spread(const char *name, long *v, size_t n)
 {
 	long total = 0;
