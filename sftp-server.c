@@ -37,12 +37,6 @@
 #include "sftp-server.h"
 #include "xferlog.h"
 
-/*
- * A session with nothing to do for this long gives back what a transfer
- * grew: pipe pages, buffer pages.
- */
-#define IDLE_MS		2000
-
 /* Exit statuses, as OpenSSH's server's. */
 #define EXIT_OK		0	/* end of input, or the client left */
 #define EXIT_SETUP	1	/* a bad option, a read error */
@@ -173,16 +167,16 @@ wait_input(int timeout)
 }
 
 /*
- * Nothing to do: the buffers' pages and the pipes' go back, so that an idle
- * session holds little.  Returns the next wait: IDLE_MS again while a pipe
- * still held data, else no limit.
+ * The traffic fell to a trickle (pipes_wait()), even if requests still come:
+ * the buffers' pages and the pipes' go back, so that such a session holds
+ * little.
  */
-static int
+static void
 go_idle(void)
 {
 	ibuf_release(&ib);
 	oq_release(&oq);
-	return pipes_idle() == 0 ? -1 : IDLE_MS;
+	pipes_idle();
 }
 
 static void
@@ -191,7 +185,7 @@ serve(void)
 	struct cursor c;
 	uint32_t len;
 	ssize_t n;
-	int r, timeout = IDLE_MS;
+	int r, timeout;
 
 	for (;;) {
 		/* Answer every complete request while the queue has room. */
@@ -210,11 +204,12 @@ serve(void)
 			flush_replies();
 		if (oq_pending(&oq) == 0 && ibuf_ready(&ib))
 			continue;
-		if (!wait_input(timeout)) {
-			timeout = go_idle();
+		if ((timeout = pipes_wait()) == 0) {
+			go_idle();
 			continue;
 		}
-		timeout = IDLE_MS;
+		if (!wait_input(timeout))
+			continue;
 		if ((n = ibuf_read(&ib, STDIN_FILENO)) == 0) {
 			debug("read eof");
 			cleanup_exit(0);
