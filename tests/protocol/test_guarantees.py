@@ -491,6 +491,32 @@ def _(ctx):
     return "stderr %d at start, %d idle, %d busy" % (base, idle, busy)
 
 
+def fork_as_nobody(work, close=()):
+    """work(wfd) in a child process as nobody, so that the pipes it makes
+    count against nobody's quota; the child writes repr() of what work
+    returned, or "error ...", to wfd and exits.  Returns (pid, rfd) to the
+    parent."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(rfd)
+            for fd in close:
+                os.close(fd)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(wfd, repr(work(wfd)).encode())
+            code = 0
+        except BaseException as e:
+            os.write(wfd, ("error %s: %s" % (type(e).__name__, e)).encode())
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    return pid, rfd
+
+
 @test("with the user's pipe quota spent, a session transfers correctly, "
       "and its pipes grow within seconds once the quota has room again")
 def _(ctx):
@@ -502,47 +528,32 @@ def _(ctx):
         saved = f.read().strip()
     os.chmod(ctx.dir, 0o777)
     data = random.Random(11).randbytes(4 << 20)
-    rfd, wfd = os.pipe()
     ack_r, ack_w = os.pipe()    # the parent: the quota has room again
+
+    def session(wfd):
+        srv = sftpwire.Server([SERVER, "-e"], cwd=ctx.dir, timeout=30 * SLOW)
+        srv.init()
+        start = pipe_sizes(srv)
+        transfer(srv, data)
+        sizes = pipe_sizes(srv)
+        # The quota gets room while the session stays busy (no idle
+        # period, after which it would try again anyway).
+        os.write(wfd, b"spent\n")
+        os.read(ack_r, 1)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 10 * SLOW:
+            transfer(srv, data[:1 << 20])
+            later = pipe_sizes(srv)
+            if min(later) > 8192:
+                break
+        waited = time.monotonic() - t0
+        rc = srv.close()
+        return start, sizes, later, waited, rc, srv.stderr_output()
+
     with open(knob, "w") as f:
         f.write("1")
     try:
-        pid = os.fork()
-        if pid == 0:   # as nobody, who then makes the session's pipes
-            code = 1
-            try:
-                os.close(rfd)
-                os.close(ack_w)
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-                srv = sftpwire.Server([SERVER, "-e"], cwd=ctx.dir,
-                                      timeout=30 * SLOW)
-                srv.init()
-                start = pipe_sizes(srv)
-                transfer(srv, data)
-                sizes = pipe_sizes(srv)
-                # The quota gets room while the session stays busy (no
-                # idle period, after which it would try again anyway).
-                os.write(wfd, b"spent\n")
-                os.read(ack_r, 1)
-                t0 = time.monotonic()
-                while time.monotonic() - t0 < 10 * SLOW:
-                    transfer(srv, data[:1 << 20])
-                    later = pipe_sizes(srv)
-                    if min(later) > 8192:
-                        break
-                waited = time.monotonic() - t0
-                rc = srv.close()
-                os.write(wfd, repr((start, sizes, later, waited, rc,
-                                    srv.stderr_output())).encode())
-                code = 0
-            except BaseException as e:
-                os.write(wfd, ("error %s: %s" % (type(e).__name__, e)
-                               ).encode())
-            finally:
-                os._exit(code)
-        os.close(wfd)
+        pid, rfd = fork_as_nobody(session, close=(ack_w,))
         os.close(ack_r)
         out = b""
         while True:
@@ -658,28 +669,8 @@ def _(ctx):
         raise Skip("pipe-user-pages-soft is %s, not the default 16384 this "
                    "test measures against" % quota)
     os.chmod(ctx.dir, 0o777)
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:   # as nobody, who then makes the sessions' pipes
-        code = 1
-        try:
-            os.close(rfd)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(wfd, repr(trickle_sessions(ctx)).encode())
-            code = 0
-        except BaseException as e:
-            os.write(wfd, ("error %s: %s" % (type(e).__name__, e)).encode())
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    out = b""
-    while True:
-        chunk = os.read(rfd, 65536)
-        if not chunk:
-            break
-        out += chunk
+    pid, rfd = fork_as_nobody(lambda wfd: trickle_sessions(ctx))
+    out = b"".join(iter(lambda: os.read(rfd, 65536), b""))
     os.close(rfd)
     _, status = os.waitpid(pid, 0)
     with open(knob) as f:
