@@ -22,7 +22,7 @@ void	pipes_write(size_t n);
  * The session is about to wait for input.  Returns how long it may wait,
  * in milliseconds (-1: no limit), or 0 when the traffic has fallen to a
  * trickle: the session should give back what a transfer grew, and call
- * pipes_idle().  It reads the clock once.
+ * pipes_idle().  It reads the clock at most once.
  */
 int	pipes_wait(void);
 /*
