@@ -1,12 +1,22 @@
 /*
- * Pipe sizes follow the traffic: one page while idle, what sshd gave, then
- * the pipe's largest size while a transfer runs.  A pipe grows a step when
- * one read or write fills half of it.  stderr, a third pipe from sshd that
- * only log lines use, is one page while idle and what sshd gave otherwise.
+ * Pipe sizes follow the traffic: one page while it is a trickle, what sshd
+ * gave, then the pipe's largest size while a transfer runs.  A pipe grows a
+ * step when one read or write fills half of it.  stderr, a third pipe from
+ * sshd that only log lines use, is one page while the traffic is a trickle
+ * and what sshd gave otherwise.
+ *
+ * The traffic is the bytes read from stdin and written to stdout, counted
+ * in a window of WINDOW_MS on the monotonic clock.  The window starts again
+ * each time it has moved QUIET bytes, whatever the number of requests that
+ * brought them; when it reaches its end having moved less, the pipes shrink,
+ * even if requests still come.  A session kept alive by a request a second
+ * thus shrinks as an idle one does, WINDOW_MS after a transfer, and the
+ * next window starts with its next request.
  */
 #include <sys/types.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,26 +32,63 @@
  */
 #define PIPE_BIG_IN	(1024 * 1024)
 #define PIPE_BIG_OUT	(256 * 1024)
-/* An idle session's: the kernel's smallest, one page. */
+/* A quiet session's: the kernel's smallest, one page. */
 #define PIPE_IDLE	4096
 /*
  * After a grow the user's quota refused, a busy pipe tries again once this
- * many seconds have passed: other sessions may have given pages back.
+ * many milliseconds have passed: other sessions may have given pages back.
  */
-#define RETRY_S		1
+#define RETRY_MS	1000
+/* The window over which the traffic is measured. */
+#define WINDOW_MS	2000
+/*
+ * Less than this many bytes in a window, in and out together, is a
+ * trickle.  Under 64 KiB in 2 s, one-page pipes cost at most 16 reads and
+ * writes more than large ones: a few microseconds.  A STAT a second moves
+ * about 110 bytes a window, 100 a second 11 KiB.  A transfer, with 32 KiB
+ * or more per request and many requests in flight, moves 64 KiB in
+ * milliseconds; at 1 MiB/s it moves 32 times QUIET in a window.  One slower
+ * than 32 KiB/s counts as a trickle: its pipes shrink when a window ends
+ * and grow again with its next full read.
+ */
+#define QUIET		(64 * 1024)
 
 static struct pipe {
 	int fd;
 	int big;	/* its largest size */
 	int size;	/* current size; -1 when fd is not a pipe */
 	int base;	/* the size sshd gave it */
-	time_t refused;	/* when a grow last failed, or 0 */
+	int64_t refused;	/* when a grow last failed (ms), or 0 */
 } pipes[3] = {
 	{ STDIN_FILENO, PIPE_BIG_IN, -1, -1, 0 },
 	{ STDOUT_FILENO, PIPE_BIG_OUT, -1, -1, 0 },
 	{ STDERR_FILENO, 0, -1, -1, 0 },
 };
 #define NPIPES	(sizeof pipes / sizeof pipes[0])
+
+/* The current window. */
+static struct {
+	int64_t end;	/* its end (ms); 0 when none runs */
+	size_t moved;	/* bytes read and written in it */
+} window;
+
+/* Milliseconds on the monotonic clock; never 0. */
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		return 1;
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 1;
+}
+
+static void
+window_start(int64_t now)
+{
+	window.end = now + WINDOW_MS;
+	window.moved = 0;
+}
 
 void
 pipes_init(void)
@@ -50,17 +97,7 @@ pipes_init(void)
 		pipes[i].size = sys_pipe_size(pipes[i].fd, 0);
 		pipes[i].base = pipes[i].size;
 	}
-}
-
-/* Seconds on the monotonic clock; never 0. */
-static time_t
-now_s(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
-		return 1;
-	return ts.tv_sec + 1;
+	window_start(now_ms());
 }
 
 /* n bytes went through p at once: the next size up when they filled half. */
@@ -72,33 +109,60 @@ busy(struct pipe *p, size_t n)
 	if (p->size <= 0 || p->size >= p->big || n < (size_t)p->size / 2)
 		return;
 	/* Only a pipe that ran full asks the clock. */
-	if (p->refused != 0 && now_s() - p->refused < RETRY_S)
+	if (p->refused != 0 && now_ms() - p->refused < RETRY_MS)
 		return;
 	want = p->size < p->base ? p->base : p->big;
 	p->size = sys_pipe_size(p->fd, want);
 	/* Refused: the user's quota is spent, for now. */
-	p->refused = p->size <= was ? now_s() : 0;
+	p->refused = p->size <= was ? now_ms() : 0;
 	/* A transfer begins: the log gets its pipe back too. */
 	if (pipes[2].size > 0 && pipes[2].size < pipes[2].base)
 		pipes[2].size = sys_pipe_size(pipes[2].fd, pipes[2].base);
 }
 
+/* n bytes of traffic; the first after the pipes shrank starts a window. */
+static void
+count(size_t n)
+{
+	if (window.end == 0)
+		window_start(now_ms());
+	window.moved += n;
+}
+
 void
 pipes_read(size_t n)
 {
+	count(n);
 	busy(&pipes[0], n);
 }
 
 void
 pipes_write(size_t n)
 {
+	count(n);
 	busy(&pipes[1], n);
 }
 
 int
+pipes_wait(void)
+{
+	int64_t now;
+
+	if (window.end == 0)
+		return -1;
+	now = now_ms();
+	/* Traffic: the window starts again. */
+	if (window.moved >= QUIET)
+		window_start(now);
+	if (now >= window.end)
+		return 0;
+	return (int)(window.end - now);
+}
+
+void
 pipes_idle(void)
 {
-	int r = 0;
+	int full = 0;
 
 	for (size_t i = 0; i < NPIPES; i++) {
 		pipes[i].refused = 0;
@@ -106,7 +170,11 @@ pipes_idle(void)
 			continue;
 		pipes[i].size = sys_pipe_size(pipes[i].fd, PIPE_IDLE);
 		if (pipes[i].size > PIPE_IDLE)
-			r = -1;	/* EBUSY: it holds more than a page */
+			full = 1;	/* EBUSY: it holds more than a page */
 	}
-	return r;
+	/* A pipe that held data is tried again when the next window ends. */
+	if (full)
+		window_start(now_ms());
+	else
+		window.end = 0;
 }

@@ -1,10 +1,11 @@
 /*
  * The pipes sshd gives a session on stdin, stdout and stderr.  They are
  * counted against the user's pipe quota (pipe-user-pages-soft), which every
- * session of that user shares, so a session keeps them small while it is idle and
- * grows them only while traffic shows a transfer: fewer, larger reads and
- * writes then.  A grow the kernel refuses leaves the pipe as it was, which
- * is slower, never wrong; a busy pipe tries again a second later.
+ * session of that user shares, so a session keeps them small while its
+ * traffic is a trickle, whether requests come or not, and grows them only
+ * while traffic shows a transfer: fewer, larger reads and writes then.  A
+ * grow the kernel refuses leaves the pipe as it was, which is slower, never
+ * wrong; a busy pipe tries again a second later.
  */
 #ifndef PIPES_H
 #define PIPES_H
@@ -18,9 +19,16 @@ void	pipes_read(size_t n);
 /* n bytes are about to be written to stdout: grows it when they fill it. */
 void	pipes_write(size_t n);
 /*
- * The session is idle: shrinks the pipes to one page.  Returns 0, or -1
- * when a pipe still holds data and must be shrunk later.
+ * The session is about to wait for input.  Returns how long it may wait,
+ * in milliseconds (-1: no limit), or 0 when the traffic has fallen to a
+ * trickle: the session should give back what a transfer grew, and call
+ * pipes_idle().  It reads the clock at most once.
  */
-int	pipes_idle(void);
+int	pipes_wait(void);
+/*
+ * Shrinks the pipes to one page.  A pipe that still holds data is tried
+ * again when pipes_wait() next returns 0.
+ */
+void	pipes_idle(void);
 
 #endif /* PIPES_H */

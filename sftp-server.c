@@ -41,11 +41,6 @@
 #include "xferlog.h"
 
 /*
- * A session with nothing to do for this long gives back what a transfer
- * grew: pipe pages, buffer pages.
- */
-#define IDLE_MS		2000
-/*
  * A long request (copy-data, check-file) looks, at most this often between
  * its chunks, whether the client is still there.
  */
@@ -351,17 +346,17 @@ wait_input(int timeout)
 }
 
 /*
- * Nothing to do: the buffers' pages and the pipes' go back, so that an idle
- * session holds little.  Returns the next wait: IDLE_MS again while a pipe
- * still held data, else no limit.
+ * The traffic fell to a trickle (pipes_wait()), even if requests still come:
+ * the buffers' pages and the pipes' go back, so that such a session holds
+ * little.
  */
-static int
+static void
 go_idle(void)
 {
 	ibuf_release(&ib);
 	oq_release(&oq);
 	fileio_release();
-	return pipes_idle() == 0 ? -1 : IDLE_MS;
+	pipes_idle();
 }
 
 static void
@@ -370,7 +365,7 @@ serve(void)
 	struct cursor c;
 	uint32_t len;
 	ssize_t n;
-	int r, timeout = IDLE_MS;
+	int r, timeout;
 
 	for (;;) {
 		if (got_signal)
@@ -396,13 +391,12 @@ serve(void)
 			flush_replies();
 		if (oq_pending(&oq) == 0 && ibuf_ready(&ib))
 			continue;
-		if ((r = wait_input(timeout)) == 0) {
-			timeout = go_idle();
+		if ((timeout = pipes_wait()) == 0) {
+			go_idle();
 			continue;
 		}
-		if (r == -1)
-			continue;
-		timeout = IDLE_MS;
+		if (wait_input(timeout) != 1)
+			continue;	/* the window ended, or a signal came */
 		if ((n = ibuf_read(&ib, STDIN_FILENO)) == 0) {
 			debug("read eof");
 			cleanup_exit(SESSION_OK);

@@ -16,6 +16,9 @@
  *	              (grown=EPERM when the quota refuses)
  *	  xfer SIZE   each session in turn uploads SIZE bytes to a file of its
  *	              own and downloads it again; one line when all are done
+ *	  trickle S   keeps every session busy but barely: a STAT of "." to
+ *	              each, every second for S seconds, the last one just
+ *	              before the line that says it is done
  *	  quit        (or end of input) closes every session and reaps it
  *   holder burst [-b size] [-d dir] [-l reqsize] [-q depth] [-r rounds]
  *       [-s seconds] -w upload|download -- server [arg ...]
@@ -367,19 +370,28 @@ open_file(struct sess *s, const char *path, uint32_t pflags)
 	x.hlen = n;
 }
 
+/* A request of one string (a handle, a path), and its reply. */
+static void
+call_str(struct sess *s, uint8_t req, uint32_t id, const void *p, size_t n,
+    uint8_t *type, struct wire_cur *c)
+{
+	struct wire_req q;
+
+	wire_begin(&q, req);
+	wire_u32(&q, id);
+	wire_str(&q, p, n);
+	wire_end(&q, 0);
+	send_all(s->wfd, q.buf, q.len);
+	wait_reply(s, type, c);
+}
+
 static void
 close_file(struct sess *s)
 {
-	struct wire_req q;
 	struct wire_cur c;
 	uint8_t type;
 
-	wire_begin(&q, SSH_FXP_CLOSE);
-	wire_u32(&q, 2);
-	wire_str(&q, x.handle, x.hlen);
-	wire_end(&q, 0);
-	send_all(s->wfd, q.buf, q.len);
-	wait_reply(s, &type, &c);
+	call_str(s, SSH_FXP_CLOSE, 2, x.handle, x.hlen, &type, &c);
 	expect_ok(s, type, &c, "CLOSE");
 }
 
@@ -614,6 +626,42 @@ cmd_xfer(uint64_t size)
 	fflush(stdout);
 }
 
+static void
+pause_s(unsigned int s)
+{
+	struct timespec ts = { (time_t)s, 0 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* One STAT of "." and its ATTRS. */
+static void
+stat_dot(struct sess *s)
+{
+	struct wire_cur c;
+	uint8_t type;
+
+	call_str(s, SSH_FXP_STAT, 3, ".", 1, &type, &c);
+	if (type != SSH_FXP_ATTRS)
+		die("server %d: reply %u to STAT", (int)s->pid, type);
+}
+
+static void
+cmd_trickle(uint64_t seconds)
+{
+	for (uint64_t t = 0; t <= seconds; t++) {
+		if (t > 0)
+			pause_s(1);
+		for (size_t i = 0; i < nsess; i++)
+			if (sess[i].pid != 0)
+				stat_dot(&sess[i]);
+	}
+	printf("trickle sessions=%zu seconds=%llu\n", nsess,
+	    (unsigned long long)seconds);
+	fflush(stdout);
+}
+
 /*
  * Ends every session as sshd does when the client goes: the server's stdin
  * closes, and it must exit 0.
@@ -683,6 +731,8 @@ do_hold(void)
 			cmd_probe();
 		else if (strncmp(line, "xfer ", 5) == 0)
 			cmd_xfer(parse_size(line + 5, "xfer size"));
+		else if (strncmp(line, "trickle ", 8) == 0)
+			cmd_trickle(parse_size(line + 8, "trickle seconds"));
 		else if (strcmp(line, "quit") == 0)
 			break;
 		else
@@ -711,15 +761,6 @@ make_file(const char *path, uint64_t size)
 	}
 	if (close(fd) != 0)
 		die("close %s: %s", path, strerror(errno));
-}
-
-static void
-pause_s(unsigned int s)
-{
-	struct timespec ts = { (time_t)s, 0 };
-
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
 }
 
 static int

@@ -4,8 +4,10 @@
 # to a new session of that user, for our sftp-server and the reference
 # OpenSSH one. Runs as root; the sessions run as an unprivileged user, whose
 # pipes count against the pipe quota (root is exempt). Four parts:
-#   idle      per idle session: pipe pages and Private_Dirty after INIT, and
-#             again after an 8 MiB upload and download and some idle seconds
+#   idle      per idle session: pipe pages and Private_Dirty after INIT,
+#             again after an 8 MiB upload and download and some idle seconds,
+#             and after another such transfer and as many seconds of one STAT
+#             a second (busy, but moving little)
 #   sessions  with N idle sessions of the user held open, a new session of
 #             that user uploads and downloads (32 KiB and 255 KiB requests):
 #             rate and server CPU per GiB, against N = the first of the list
@@ -44,7 +46,7 @@ hog=0
 sessions_set=false
 idle_n=20		# sessions in the idle part
 idle_xfer=8M		# what each of them uploads and downloads there
-idle_wait=5		# seconds idle after that
+idle_wait=5		# seconds idle (or a STAT a second) after that
 settle=3		# seconds after the last INIT: past the 2 s idle timeout
 burst_size=64M
 mix_size=256M
@@ -204,16 +206,16 @@ END {
 		print ""
 		print "| server | state | sessions | pipe pages, median / max | Private_Dirty KiB, median / max | Rss KiB, median | goal: <= 8 pages, <= 200 KiB |"
 		print "|---|---|---|---|---|---|---|"
-		split("init xfer", S, " ")
+		split("init xfer trickle", S, " ")
 		for (i = 1; i <= 2; i++) {
 			s = i == 1 ? "ours" : "ref"
-			for (j = 1; j <= 2; j++) {
+			for (j = 1; j <= 3; j++) {
 				st = S[j]
 				if (!((s, st, "n") in idle))
 					continue
 				ok = idle[s, st, "pmax"] <= 8 && idle[s, st, "hpmax"] <= 8 && idle[s, st, "dmax"] <= 200
 				printf "| %s | %s | %s | %s / %s | %s / %s | %s | %s |\n", s,
-				    st == "init" ? "after INIT" : "after 8 MiB up + down, then idle",
+				    st == "init" ? "after INIT" : st == "xfer" ? "after 8 MiB up + down, then idle" : "after 8 MiB up + down, then a STAT a second",
 				    idle[s, st, "n"], idle[s, st, "pmed"], idle[s, st, "pmax"],
 				    idle[s, st, "dmed"], idle[s, st, "dmax"], idle[s, st, "rss"],
 				    s == "ours" ? yes(ok) : (ok ? "(met)" : "(not met)")
@@ -516,7 +518,7 @@ bench_run() {
 
 part_idle() {
 	local srv snap
-	echo "== idle: $idle_n sessions per server: after INIT, then after $idle_xfer up and down each and $idle_wait s idle" >&2
+	echo "== idle: $idle_n sessions per server: after INIT, then after $idle_xfer up and down each and $idle_wait s idle, then again with $idle_wait s of a STAT a second" >&2
 	for srv in ours ref; do
 		hold_start $srv $idle_n
 		sleep $settle
@@ -526,6 +528,10 @@ part_idle() {
 		sleep "$idle_wait"
 		snap=$(snapshot)
 		echo "idle server=$srv state=xfer $snap" >> "$res"
+		hold_cmd "xfer $idle_xfer" > /dev/null
+		hold_cmd "trickle $idle_wait" > /dev/null
+		snap=$(snapshot)
+		echo "idle server=$srv state=trickle $snap" >> "$res"
 		stop_holder
 	done
 }

@@ -27,6 +27,7 @@
 #define SSH_FXP_LSTAT		7
 #define SSH_FXP_OPENDIR		11
 #define SSH_FXP_READDIR		12
+#define SSH_FXP_STAT		17
 #define SSH_FXP_STATUS		101
 #define SSH_FXP_HANDLE		102
 #define SSH_FXP_DATA		103
