@@ -107,13 +107,14 @@ attrs_lookup_budget(unsigned long n)
 	nmemo = 0;
 }
 
-const char *
+/* The name of a user or group, or its number when it has none.  Cached. */
+static const char *
 attrs_user_name(uid_t uid)
 {
 	return lookup(user_cache, (unsigned long)uid, 0)->name;
 }
 
-const char *
+static const char *
 attrs_group_name(gid_t gid)
 {
 	return lookup(group_cache, (unsigned long)gid, 1)->name;
@@ -135,7 +136,8 @@ attrs_group_known(gid_t gid)
 	return e->known ? e->name : NULL;
 }
 
-void
+/* The permissions string of BSD strmode(3): 10 characters and a space. */
+static void
 attrs_strmode(mode_t mode, char buf[12])
 {
 	switch (mode & S_IFMT) {

@@ -26,9 +26,6 @@ void	attrs_from_stat(const struct stat *, struct sftp_attrs *);
  */
 void	attrs_longname(char *buf, const char *name, const struct stat *,
 	    time_t now);
-/* The name of a user or group, or its number when it has none.  Cached. */
-const char	*attrs_user_name(uid_t);
-const char	*attrs_group_name(gid_t);
 /* The name, or NULL when the system knows none.  Cached. */
 const char	*attrs_user_known(uid_t);
 const char	*attrs_group_known(gid_t);
@@ -39,7 +36,5 @@ const char	*attrs_group_known(gid_t);
  */
 #define ATTRS_LOOKUPS_UNLIMITED	((unsigned long)-1)
 void	attrs_lookup_budget(unsigned long n);
-/* The permissions string of BSD strmode(3): 10 characters and a space. */
-void	attrs_strmode(mode_t, char buf[12]);
 
 #endif /* ATTRIB_H */

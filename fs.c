@@ -84,6 +84,8 @@ struct fs_open_how {
 /* Retries of openat2() when a concurrent rename makes it answer EAGAIN. */
 #define OPENAT2_TRIES	64
 
+static char *fs_getcwd(char *, size_t);
+
 static int root_fd = -1;
 static struct stat root_st;
 static int guarded;		/* fs_protect() named a file */
@@ -788,7 +790,8 @@ fs_chdir(const char *path)
 	return 0;
 }
 
-char *
+/* The client's current directory, as the client sees it. */
+static char *
 fs_getcwd(char *buf, size_t size)
 {
 	if (!fs_confined())

@@ -59,8 +59,6 @@ int	fs_visible(const char *host, char *out, size_t size);
 int	fs_realpath(const char *path, char *resolved);
 /* Changes the client's current directory. */
 int	fs_chdir(const char *);
-/* The client's current directory, as the client sees it. */
-char	*fs_getcwd(char *, size_t);
 
 /* open(2); mode is used only with O_CREAT. */
 int	fs_open(const char *, int flags, mode_t mode);

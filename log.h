@@ -42,4 +42,12 @@ void	log_emit(int level, const char *fmt, ...)
 #define debug2(...)	log_at(LOG_LEVEL_DEBUG2, __VA_ARGS__)
 #define debug3(...)	log_at(LOG_LEVEL_DEBUG3, __VA_ARGS__)
 
+/*
+ * OPENSSH_FN("process_read") "read \"%s\": %s": a line that OpenSSH's server
+ * prefixes with the name of the function that writes it.  The prefix is kept
+ * word for word, so that log scrapers written for OpenSSH's server keep
+ * matching, whether or not this tree has a function of that name.
+ */
+#define OPENSSH_FN(name)	name ": "
+
 #endif /* LOG_H */

@@ -275,7 +275,7 @@ ibuf_ready(const struct ibuf *ib)
  * of ibuf_next() keep every length within SFTP_MAX_MSG, so the packet always
  * ends within size.
  */
-void
+static void
 ibuf_room(struct ibuf *ib, uint8_t **pp, size_t *lenp)
 {
 	size_t want;
@@ -295,7 +295,7 @@ ibuf_room(struct ibuf *ib, uint8_t **pp, size_t *lenp)
 	*lenp = want;
 }
 
-void
+static void
 ibuf_fill(struct ibuf *ib, size_t n)
 {
 	if (n > ib->size - ib->end)
@@ -316,12 +316,6 @@ ibuf_read(struct ibuf *ib, int fd)
 	if (n > 0)
 		ibuf_fill(ib, (size_t)n);
 	return n;
-}
-
-size_t
-ibuf_pending(const struct ibuf *ib)
-{
-	return ib->end - ib->start;
 }
 
 /* The reply queue. */
@@ -394,15 +388,6 @@ pkt_begin(struct oqueue *q, struct reply *r, uint8_t type)
 }
 
 int
-pkt_put_u8(struct oqueue *q, uint8_t v)
-{
-	if (reserve(q, 1) != 0)
-		return PKT_ENOSPACE;
-	q->buf[q->len++] = v;
-	return 0;
-}
-
-int
 pkt_put_u32(struct oqueue *q, uint32_t v)
 {
 	if (reserve(q, 4) != 0)
@@ -423,7 +408,7 @@ pkt_put_u64(struct oqueue *q, uint64_t v)
 	return 0;
 }
 
-int
+static int
 pkt_put_string(struct oqueue *q, const void *s, size_t len)
 {
 	if (len > UINT32_MAX || len > SIZE_MAX - 4 || reserve(q, 4 + len) != 0)
@@ -452,7 +437,7 @@ pkt_put_cstring(struct oqueue *q, const char *s)
 	return pkt_put_string(q, s, strlen(s));
 }
 
-int
+static int
 pkt_put_attrs(struct oqueue *q, const struct sftp_attrs *a)
 {
 	uint32_t flags = a->flags & ~SSH_FILEXFER_ATTR_EXTENDED;
@@ -510,12 +495,6 @@ pkt_cancel(struct oqueue *q, struct reply *r)
 		abort();
 	q->len = r->start;
 	q->reply_start = q->len;
-}
-
-size_t
-pkt_reply_len(const struct oqueue *q, const struct reply *r)
-{
-	return q->len - r->start;
 }
 
 const char *

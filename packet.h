@@ -19,7 +19,7 @@
 #define SFTP_MAX_READ		(SFTP_MAX_MSG - 1024)
 /* Longest WRITE a client should send, as limits@openssh.com reports. */
 #define SFTP_MAX_WRITE		(SFTP_MAX_MSG - 1024)
-/* Input read ahead of the packet being parsed (see ibuf_room()). */
+/* Input read ahead of the packet being parsed (see ibuf_room() in packet.c). */
 #define IBUF_SOFT		(512 * 1024)
 /* Replies queued before the queue is written out and stdin is left alone. */
 #define OQ_HIWAT		(256 * 1024)
@@ -166,18 +166,11 @@ void	ibuf_release(struct ibuf *);
 int	ibuf_next(struct ibuf *, struct cursor *, uint32_t *lenp);
 /* Whether ibuf_next() has a packet or a frame error to return. */
 int	ibuf_ready(const struct ibuf *);
-/* Where the next read goes, and how much it may take (never 0 while
- * ibuf_ready() is 0). */
-void	ibuf_room(struct ibuf *, uint8_t **, size_t *);
-/* Accounts for n bytes read into the room. */
-void	ibuf_fill(struct ibuf *, size_t n);
 /*
  * Reads once from fd into the room: bytes read, 0 at EOF, or -1 with errno
  * (EINTR, or EAGAIN on a non-blocking fd: the caller waits and reads again).
  */
 ssize_t	ibuf_read(struct ibuf *, int fd);
-/* Bytes buffered that do not yet form a packet. */
-size_t	ibuf_pending(const struct ibuf *);
 
 /*
  * The reply queue: one arena in which replies are appended in request order
@@ -218,14 +211,11 @@ int	oq_flush(struct oqueue *, int fd);
  * would make the reply longer than SFTP_MAX_MSG fails with PKT_ENOSPACE.
  */
 int	pkt_begin(struct oqueue *, struct reply *, uint8_t type);
-int	pkt_put_u8(struct oqueue *, uint8_t);
 int	pkt_put_u32(struct oqueue *, uint32_t);
 int	pkt_put_u64(struct oqueue *, uint64_t);
-int	pkt_put_string(struct oqueue *, const void *, size_t);
 int	pkt_put_cstring(struct oqueue *, const char *);
 /* Bytes as they are, without a length word. */
 int	pkt_put_raw(struct oqueue *, const void *, size_t);
-int	pkt_put_attrs(struct oqueue *, const struct sftp_attrs *);
 /* Offset of the next byte put, and a later patch of a placeholder there. */
 size_t	pkt_mark(const struct oqueue *);
 void	pkt_patch_u32(struct oqueue *, size_t mark, uint32_t);
@@ -233,8 +223,6 @@ void	pkt_patch_u32(struct oqueue *, size_t mark, uint32_t);
 void	pkt_end(struct oqueue *, struct reply *);
 /* Drops a reply in construction. */
 void	pkt_cancel(struct oqueue *, struct reply *);
-/* Bytes the reply in construction holds so far, length word included. */
-size_t	pkt_reply_len(const struct oqueue *, const struct reply *);
 
 /* Whole replies.  msg NULL means the fixed message of the code. */
 int	pkt_reply_status(struct oqueue *, uint32_t id, uint32_t code,

@@ -534,7 +534,7 @@ process_init(struct cursor *c)
 	int permitted = 1;
 
 	if (pkt_get_u32(c, &version) != 0) {
-		error("process_init: bad message");
+		error(OPENSSH_FN("process_init") "bad message");
 		return SESSION_FATAL;
 	}
 	verbose("received client version %u", version);
@@ -548,7 +548,7 @@ process_init(struct cursor *c)
 		if (i == 0 || !same_rule(&requests[i], &requests[i - 1]))
 			permitted = request_permitted(&requests[i]);
 		if (!permitted) {
-			debug2("compose_extension: refusing to advertise "
+			debug2(OPENSSH_FN("compose_extension") "refusing to advertise "
 			    "disallowed extension %s", requests[i].ext_name);
 			continue;
 		}
@@ -725,7 +725,7 @@ process_read(uint32_t id, struct cursor *c)
 		int e = errno;
 
 		pkt_cancel(oq, &rep);
-		error("process_read: read \"%.100s\": %s", h->path,
+		error(OPENSSH_FN("process_read") "read \"%.100s\": %s", h->path,
 		    strerror(e));
 		if (h->io_errno == 0)
 			h->io_errno = e;
@@ -779,7 +779,7 @@ process_write(uint32_t id, struct cursor *c)
 		status = errno_to_status(errno);
 	} else if (write_full(h, data, len, (off_t)off) == -1) {
 		status = errno_to_status(errno);
-		error("process_write: write \"%.100s\": %s", h->path,
+		error(OPENSSH_FN("process_write") "write \"%.100s\": %s", h->path,
 		    strerror(errno));
 		if (h->io_errno == 0)
 			h->io_errno = errno;
@@ -1386,7 +1386,7 @@ process_ext_expand_path(uint32_t id, struct cursor *c)
 			if (errno == ENOENT) {
 				user = path1 + 1;
 				user[strcspn(user, "/")] = '\0';
-				error("tilde_expand: No such user %s", user);
+				error(OPENSSH_FN("tilde_expand") "No such user %s", user);
 				return reply_status(id, SSH_FX_NO_SUCH_FILE,
 				    "no such user");
 			}
@@ -1438,7 +1438,7 @@ copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
 	if (r == -1 && errno == ECANCELED)
 		return ABANDONED;
 	if (r == -1) {
-		error("process_extended_copy_data: copy failed: %s",
+		error(OPENSSH_FN("process_extended_copy_data") "copy failed: %s",
 		    strerror(errno));
 		return errno_to_status(errno);
 	}
@@ -1543,7 +1543,7 @@ put_names(const uint8_t *ids, uint32_t len, int groups, unsigned *count)
 			return r;
 		name = groups ? attrs_group_known((gid_t)v) :
 		    attrs_user_known((uid_t)v);
-		debug3("process_extended_get_users_groups_by_id: %s %u => "
+		debug3(OPENSSH_FN("process_extended_get_users_groups_by_id") "%s %u => "
 		    "\"%s\"", groups ? "gid" : "uid", v,
 		    name != NULL ? name : "");
 		if ((r = pkt_put_cstring(oq, name != NULL ? name : "")) != 0)
@@ -1572,7 +1572,7 @@ process_ext_users_groups(uint32_t id, struct cursor *c)
 	    (r = pkt_get_string(c, &gids, &glen)) != 0 || ulen % 4 != 0 ||
 	    glen % 4 != 0)
 		return PARSE_ERROR;
-	debug("process_extended_get_users_groups_by_id: uids len = %u, "
+	debug(OPENSSH_FN("process_extended_get_users_groups_by_id") "uids len = %u, "
 	    "gids len = %u", ulen, glen);
 	queued(pkt_begin(oq, &rep, SSH_FXP_EXTENDED_REPLY));
 	queued(pkt_put_u32(oq, id));

@@ -477,10 +477,10 @@ expand_dir(const char *arg, char *out, size_t size)
 
 	if (path_tilde(arg, user_home, tmp, sizeof tmp) == -1) {
 		if (errno == ENOENT)
-			error("tilde_expand: No such user %.*s",
+			error(OPENSSH_FN("tilde_expand") "No such user %.*s",
 			    (int)strcspn(arg + 1, "/"), arg + 1);
 		else
-			error("tilde_expand: Path too long");
+			error(OPENSSH_FN("tilde_expand") "Path too long");
 		exit(SESSION_FATAL);
 	}
 	if (path_percent(tmp, user_home, user_name, user_uid, out,
@@ -489,17 +489,17 @@ expand_dir(const char *arg, char *out, size_t size)
 	if (errno == EINVAL) {
 		for (p = tmp; (p = strchr(p, '%')) != NULL; p += 2) {
 			if (p[1] == '\0') {
-				error("vdollar_percent_expand: invalid format");
+				error(OPENSSH_FN("vdollar_percent_expand") "invalid format");
 				break;
 			}
 			if (strchr("%duU", p[1]) == NULL) {
-				error("vdollar_percent_expand: unknown key "
+				error(OPENSSH_FN("vdollar_percent_expand") "unknown key "
 				    "%%%c", p[1]);
 				break;
 			}
 		}
 	}
-	die("percent_expand: failed");
+	die(OPENSSH_FN("percent_expand") "failed");
 }
 
 /*

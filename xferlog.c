@@ -125,7 +125,16 @@ put(char *buf, size_t size, size_t *off, const char *s, size_t len)
 	return 0;
 }
 
-int
+/*
+ * Appends name as a JSON string (quotes included) to buf of size bytes at
+ * *off: printable ASCII and valid UTF-8 as they are, '"' and '\' escaped,
+ * control bytes as \n, \r, \t or \u00XX, and each byte that is not valid
+ * UTF-8 as U+FFFD, so that the line is valid Unicode for the strictest
+ * parser (RFC 7493).  A record keeps the exact bytes of such a name in a
+ * field of its own ("path_hex" beside "path").  Returns 0, or -1 when it
+ * does not fit (buf is then left unterminated at *off).
+ */
+static int
 xferlog_json_string(char *buf, size_t size, size_t *off, const char *name)
 {
 	const unsigned char *s = (const unsigned char *)name;

@@ -27,6 +27,25 @@
 
 #include "../../packet.c"
 
+/* What packet.c keeps to itself, for the checks below. */
+static size_t
+ibuf_pending(const struct ibuf *ib)
+{
+	return ib->end - ib->start;
+}
+
+static int
+pkt_put_u8(struct oqueue *q, uint8_t v)
+{
+	return pkt_put_raw(q, &v, 1);
+}
+
+static size_t
+pkt_reply_len(const struct oqueue *q, const struct reply *r)
+{
+	return q->len - r->start;
+}
+
 #define CHECK(e) do {							\
 	if (!(e)) {							\
 		fprintf(stderr, "fuzz_packet: %s:%d: check failed: %s\n", \

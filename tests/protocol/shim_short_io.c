@@ -4,17 +4,17 @@
  * Built by the test with "cc -shared -fPIC -o shim.so shim_short_io.c -ldl"
  * and preloaded into the server.  Controlled by the environment:
  *
- *   SHIM_IO_MAX=n      read, write, pread, pwrite and splice move at most
+ *   SHIM_IO_MAX=n      read, write, pread and pwrite move at most
  *                      n bytes per call (short, but never 0 for n > 0).
  *   SHIM_IO_RANDOM=s   each such call is cut to a random length (seed s):
  *                      sometimes whole, sometimes a few bytes.
- *   SHIM_EIO_NAME=s    read, pread and splice fail with EIO on a file
+ *   SHIM_EIO_NAME=s    read and pread fail with EIO on a file
  *                      whose name contains s (a disk that cannot be read).
  *   SHIM_SIGUSR1=1     installs a no-op SIGUSR1 handler without SA_RESTART
  *                      at start, so that a SIGUSR1 interrupts any blocking
  *                      system call with EINTR.
  *   SHIM_STATS=path    at _exit(), writes one line of counters to path:
- *                      "read=N write=N pread=N pwrite=N splice=N eintr=N
+ *                      "read=N write=N pread=N pwrite=N eintr=N
  *                      eintr_read=N ..." (calls made shorter than asked,
  *                      calls that failed with EINTR, in all and by call).
  *
@@ -35,18 +35,16 @@
 #include <unistd.h>
 
 enum {
-	C_READ, C_WRITE, C_PREAD, C_PWRITE, C_SPLICE,	/* made short */
+	C_READ, C_WRITE, C_PREAD, C_PWRITE,		/* made short */
 	C_EINTR,					/* EINTR, all calls */
 	C_EINTR_READ, C_EINTR_WRITE, C_EINTR_PREAD, C_EINTR_PWRITE,
-	C_EINTR_SENDFILE,
 	C_EIO,						/* EIO made up */
 	C_N
 };
 
 static const char *const counter_names[C_N] = {
-	"read", "write", "pread", "pwrite", "splice", "eintr",
-	"eintr_read", "eintr_write", "eintr_pread", "eintr_pwrite",
-	"eintr_splice", "eio",
+	"read", "write", "pread", "pwrite", "eintr",
+	"eintr_read", "eintr_write", "eintr_pread", "eintr_pwrite", "eio",
 };
 
 static unsigned long counters[C_N];
@@ -60,8 +58,6 @@ static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_write)(int, const void *, size_t);
 static ssize_t (*real_pread)(int, void *, size_t, off_t);
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
-static ssize_t (*real_splice)(int, loff_t *, int, loff_t *, size_t,
-    unsigned int);
 static void (*real_exit)(int) __attribute__((noreturn));
 
 static void *
@@ -84,7 +80,6 @@ resolve(void)
 	real_write = next_symbol("write");
 	real_pread = next_symbol("pread");
 	real_pwrite = next_symbol("pwrite");
-	real_splice = next_symbol("splice");
 	real_exit = next_symbol("_exit");
 	real_read = next_symbol("read");
 }
@@ -259,23 +254,6 @@ ssize_t
 pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
 	return pwrite(fd, buf, n, off);
-}
-
-ssize_t
-splice(int in, loff_t *inoff, int out, loff_t *outoff, size_t n,
-    unsigned int flags)
-{
-	ssize_t r;
-	int e;
-
-	resolve();
-	if (unreadable(in))
-		return -1;
-	r = real_splice(in, inoff, out, outoff, shorten(n, C_SPLICE), flags);
-	e = errno;
-	count_eintr(r, C_SPLICE);
-	errno = e;
-	return r;
 }
 
 static void
