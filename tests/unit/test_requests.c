@@ -797,6 +797,67 @@ test_row_denied_by_P(void **state)
 	expect_refused(f, f->rq);
 }
 
+/*
+ * Whether -P name refuses the row: its own name, or a request it does the
+ * work of (check-file reads, and by name it opens).
+ */
+static int
+refused_by_denying(const struct request *rq, const char *name)
+{
+	const char *p = rq->also;
+	size_t n = strlen(name);
+
+	if (strcmp(rq->name, name) == 0)
+		return 1;
+	for (; p != NULL && *p != '\0'; p += strcspn(p, ",") + (p[strcspn(p,
+	    ",")] == ',')) {
+		if (strcspn(p, ",") == n && strncmp(p, name, n) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* -P name: the row is refused exactly when it reads as name does. */
+static void
+row_under_P(struct fixture *f, const char *name)
+{
+	start_with(f, 0, name, NULL);
+	if (refused_by_denying(f->rq, name))
+		expect_refused(f, f->rq);
+	else
+		expect_served(f, f->rq);
+}
+
+static void
+test_row_under_P_read(void **state)
+{
+	row_under_P(*state, "read");
+}
+
+static void
+test_row_under_P_open(void **state)
+{
+	row_under_P(*state, "open");
+}
+
+/* check-file discloses what a file holds: every form of it reads. */
+static void
+test_check_file_rows_read(void **state)
+{
+	size_t rows = 0;
+
+	(void)state;
+	for (size_t i = 0; i < NREQUESTS; i++) {
+		if (strcmp(requests[i].name, "check-file") != 0)
+			continue;
+		rows++;
+		assert_true(refused_by_denying(&requests[i], "read"));
+		assert_int_equal(refused_by_denying(&requests[i], "open"),
+		    strcmp(requests[i].ext_name, "check-file-name") == 0);
+	}
+	assert_int_equal(rows, 3);
+}
+
 /* A -p list of every request's name but skip, each once. */
 static void
 list_names(char *list, size_t size, const char *skip)
@@ -1352,6 +1413,7 @@ test_bad_offset_range_and_seek(void **state)
 static const struct CMUnitTest fixed_tests[] = {
 	cmocka_unit_test(test_bodies_every_row_has_one),
 	cmocka_unit_test(test_bodies_each_names_a_row),
+	cmocka_unit_test(test_check_file_rows_read),
 	cmocka_unit_test_setup_teardown(
 	    test_requests_before_init_end_the_session, setup_fixture,
 	    teardown_fixture),
@@ -1385,6 +1447,8 @@ static const struct {
 	{ "denied_by_P", test_row_denied_by_P },
 	{ "not_allowed_by_p", test_row_not_allowed_by_p },
 	{ "allowed_by_p", test_row_allowed_by_p },
+	{ "under_P_read", test_row_under_P_read },
+	{ "under_P_open", test_row_under_P_open },
 };
 #define NROW_TESTS	(sizeof row_tests / sizeof row_tests[0])
 #define NFIXED		(sizeof fixed_tests / sizeof fixed_tests[0])
