@@ -34,7 +34,7 @@ UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attr
 	tests/unit/test_xferlog tests/unit/test_fileio tests/unit/test_requests
 # What every unit binary links besides its own file.
 UNIT_LIB = tests/unit/unit.c
-UNIT_HDRS = tests/unit/unit.h
+UNIT_HDRS = tests/unit/unit.h tests/lib/packet_test.h
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -109,7 +109,8 @@ fuzz: $(FUZZERS)
 tests/fuzz/fuzz_session: tests/fuzz/fuzz_session.c $(SRCS) $(HDRS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_session.c $(LIB_SRCS) -lpthread
 
-tests/fuzz/fuzz_packet: tests/fuzz/fuzz_packet.c packet.c packet.h
+tests/fuzz/fuzz_packet: tests/fuzz/fuzz_packet.c packet.c packet.h \
+    tests/lib/packet_test.h
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_packet.c
 
 # Each harness for SECONDS seconds; what it finds stays in the scratch

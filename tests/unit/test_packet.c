@@ -25,25 +25,8 @@
 #include <cmocka.h>
 
 #include "../../packet.c"
+#include "../lib/packet_test.h"
 
-/* What packet.c keeps to itself, for the checks below. */
-static size_t
-ibuf_pending(const struct ibuf *ib)
-{
-	return ib->end - ib->start;
-}
-
-static int
-pkt_put_u8(struct oqueue *q, uint8_t v)
-{
-	return pkt_put_raw(q, &v, 1);
-}
-
-static size_t
-pkt_reply_len(const struct oqueue *q, const struct reply *r)
-{
-	return q->len - r->start;
-}
 #include "unit.h"
 
 /* The fields of the request shapes below, in wire order. */
