@@ -1,8 +1,8 @@
 /*
- * copy_file_range(2), renameat2(2) and F_SETPIPE_SZ are GNU extensions in
- * glibc, hence _GNU_SOURCE for this file; fs.c is the only other file that
- * sets it (for O_PATH).  Where they are missing, callers get
- * ENOSYS and take their portable path.
+ * copy_file_range(2), renameat2(2), F_SETPIPE_SZ and O_PATH are GNU
+ * extensions in glibc, hence _GNU_SOURCE for this file; fs.c is the only
+ * other file that sets it (for O_PATH).  Where they are missing, callers
+ * get ENOSYS and take their portable path.
  */
 #define _GNU_SOURCE
 
@@ -63,5 +63,15 @@ sys_pipe_size(int fd, int size)
 	(void)size;
 	errno = EINVAL;
 	return -1;
+#endif
+}
+
+int
+sys_open_path(const char *path)
+{
+#ifdef O_PATH
+	return open(path, O_PATH | O_CLOEXEC);
+#else
+	return open(path, O_RDONLY | O_CLOEXEC);
 #endif
 }
