@@ -7,8 +7,9 @@
 #   3  sftp-server.c sftp-server.h                 options, setup, the loop
 #   2  requests.c requests.h                       table, dispatch, handlers
 #   1  fs attrib handles path pipes xferlog        the file system, attributes,
-#                                                  handles, expansions, pipes,
-#                                                  the transfer log
+#      sandbox                                     handles, expansions, pipes,
+#                                                  the transfer log, the
+#                                                  sandbox
 #   0  packet log sys-gnu digest                   the wire, logging, GNU calls,
 #                                                  digests
 cd "$(dirname "$0")/.." || exit 1
@@ -18,7 +19,7 @@ layer() {
     sftp-server-main) echo 4 ;;
     sftp-server) echo 3 ;;
     requests) echo 2 ;;
-    fs | attrib | handles | path | pipes | xferlog) echo 1 ;;
+    fs | attrib | handles | path | pipes | xferlog | sandbox) echo 1 ;;
     packet | log | sys-gnu | digest) echo 0 ;;
     *) echo "" ;;
     esac
