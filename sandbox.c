@@ -11,9 +11,10 @@
  *   - a seccomp filter, written by hand below: the system calls that
  *     serving makes are allowed, a few that must never be are refused with
  *     EPERM, every other one fails with ENOSYS (a C library that tries a
- *     newer call first then falls back to the one allowed), and a call of
- *     another ABI than the server's kills the process, since its numbers
- *     mean other calls there.
+ *     newer call first then falls back to the one allowed; the sanitizer
+ *     and fuzz builds trap it instead), and a call of another ABI than the
+ *     server's kills the process, since its numbers mean other calls
+ *     there.
  *
  * Each mechanism the kernel lacks is left out and the others still apply;
  * the server never refuses to serve for want of one.  What is in force is
