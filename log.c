@@ -79,8 +79,12 @@ log_init(const char *ident, int level, int facility, int on_stderr)
 	log_level = level;
 	log_facility = facility;
 	log_on_stderr = on_stderr;
+	/*
+	 * Connected now (LOG_NDELAY), before the sandbox: a session whose
+	 * first line comes late finds /dev/log already open.
+	 */
 	if (!on_stderr)
-		openlog(ident, LOG_PID, facility);
+		openlog(ident, LOG_PID | LOG_NDELAY, facility);
 }
 
 /*

@@ -36,6 +36,7 @@
 #include "path.h"
 #include "pipes.h"
 #include "requests.h"
+#include "sandbox.h"
 #include "sftp-server.h"
 #include "sys-gnu.h"
 #include "xferlog.h"
@@ -54,6 +55,7 @@ struct options {
 	int level;		/* -l */
 	int facility;		/* -f */
 	int on_stderr;		/* -e */
+	int no_sandbox;		/* -S */
 };
 
 static struct ibuf ib;
@@ -419,7 +421,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: %s [-ehR] [-d start_directory] [-f log_facility] "
+	    "usage: %s [-ehRS] [-d start_directory] [-f log_facility] "
 	    "[-l log_level]\n\t[-L transfer_log] [-P denied_requests] "
 	    "[-p allowed_requests] [-r root_directory] [-u umask]\n"
 	    "       %s -Q protocol_feature\n", progname, progname);
@@ -557,7 +559,7 @@ parse_options(int argc, char **argv, struct options *o)
 
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt(argc, argv, "d:f:L:l:P:p:Q:r:u:cehR")) != -1) {
+	while ((ch = getopt(argc, argv, "d:f:L:l:P:p:Q:r:u:cehRS")) != -1) {
 		switch (ch) {
 		case 'Q':
 			if (strcasecmp(optarg, "requests") != 0) {
@@ -568,6 +570,9 @@ parse_options(int argc, char **argv, struct options *o)
 			exit(SESSION_OK);
 		case 'R':
 			sess.readonly = 1;
+			break;
+		case 'S':
+			o->no_sandbox = 1;
 			break;
 		case 'c':
 			/* As a login shell, "sftp-server -c ...": no options. */
@@ -667,7 +672,9 @@ find_client(void)
 int
 sftp_server_main(int argc, char **argv)
 {
-	struct options o = { NULL, NULL, NULL, LOG_LEVEL_ERROR, LOG_AUTH, 0 };
+	struct options o = {
+		NULL, NULL, NULL, LOG_LEVEL_ERROR, LOG_AUTH, 0, 0
+	};
 	static char startdir[PATH_MAX], rootdir[PATH_MAX], logpath[PATH_MAX];
 
 	memset(&sess, 0, sizeof sess);
@@ -732,6 +739,10 @@ sftp_server_main(int argc, char **argv)
 		confine(rootdir);
 	if (o.dir != NULL && fs_chdir(startdir) == -1)
 		error("chdir to \"%s\" failed: %s", startdir, strerror(errno));
+	if (o.no_sandbox)
+		verbose("sandbox: off (-S)");
+	else
+		sandbox_enter(o.root != NULL ? rootdir : NULL);
 	serve();
 	return SESSION_OK;
 }

@@ -1,8 +1,8 @@
 /*
- * copy_file_range(2), renameat2(2), ppoll(2) and F_SETPIPE_SZ are GNU
- * extensions in glibc, hence _GNU_SOURCE for this file; fs.c is the only other file that
- * sets it (for O_PATH).  Where they are missing, callers get
- * ENOSYS and take their portable path.
+ * copy_file_range(2), renameat2(2), ppoll(2), F_SETPIPE_SZ and O_PATH are
+ * GNU extensions in glibc, hence _GNU_SOURCE for this file; fs.c is the
+ * only other file that sets it (for O_PATH).  Where they are missing,
+ * callers get ENOSYS and take their portable path.
  */
 #define _GNU_SOURCE
 
@@ -91,5 +91,15 @@ sys_ppoll(struct pollfd *fds, nfds_t n, int timeout_ms, const sigset_t *mask)
 	(void)sigprocmask(SIG_SETMASK, &old, NULL);
 	errno = e;
 	return r;
+#endif
+}
+
+int
+sys_open_path(const char *path)
+{
+#ifdef O_PATH
+	return open(path, O_PATH | O_CLOEXEC);
+#else
+	return open(path, O_RDONLY | O_CLOEXEC);
 #endif
 }

@@ -43,4 +43,11 @@ int	sys_pipe_size(int fd, int size);
 int	sys_ppoll(struct pollfd *fds, nfds_t n, int timeout_ms,
 	    const sigset_t *mask);
 
+/*
+ * A descriptor that names path without opening it for reading or writing
+ * (O_PATH, close-on-exec), as the kernel's Landlock rules take them; where
+ * O_PATH is missing, path opened read-only.  Returns it, or -1 with errno.
+ */
+int	sys_open_path(const char *path);
+
 #endif /* SYS_GNU_H */

@@ -7,9 +7,9 @@
 #   3  sftp-server.c sftp-server.h                 options, setup, the loop
 #   2  requests.c requests.h                       table, dispatch, handlers
 #   1  fs attrib handles path pipes xferlog        the file system, attributes,
-#      fileio                                      handles, expansions, pipes,
+#      fileio sandbox                              handles, expansions, pipes,
 #                                                  the transfer log, the file
-#                                                  I/O engines
+#                                                  I/O engines, the sandbox
 #   0  packet log sys-gnu digest                   the wire, logging, GNU calls,
 #                                                  digests
 cd "$(dirname "$0")/.." || exit 1
@@ -19,7 +19,7 @@ layer() {
     sftp-server-main) echo 4 ;;
     sftp-server) echo 3 ;;
     requests) echo 2 ;;
-    fs | attrib | handles | path | pipes | xferlog | fileio) echo 1 ;;
+    fs | attrib | handles | path | pipes | xferlog | fileio | sandbox) echo 1 ;;
     packet | log | sys-gnu | digest) echo 0 ;;
     *) echo "" ;;
     esac

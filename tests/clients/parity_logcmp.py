@@ -28,6 +28,10 @@ Normalisation (cmp):
     - OpenSSH logs "debug3: process_read: allocate 0 => N" when it grows
       its READ buffer, which this server does not have (READs go straight
       into the reply queue); the line is dropped from REF.
+    - the server under test says at VERBOSE what confines it once it
+      serves ("sandbox: ..."), where OpenSSH's server confines nothing on
+      Linux; such lines are dropped from TEST (tests/protocol/
+      test_sandbox.py checks them).
   * --client: what the sftp client printed, with the numbers of df rows
     and the dates of ls -l lines masked (they depend on the moment and on
     what else uses the file system).
@@ -52,6 +56,7 @@ LS_DATE_RE = re.compile(rb"[A-Z][a-z][a-z] [ 0-9]\d (?: \d{4}|\d\d:\d\d) ")
 
 
 OWN_EXT_RE = re.compile(rb"\bcheck-file")
+SANDBOX_RE = re.compile(rb"^" + PREFIX + rb"sandbox: ")
 
 
 def read_lines(path):
@@ -94,6 +99,7 @@ def normalise(lines, masks, client, is_test):
         # Documented exception: check-file is this server's own extension,
         # listed by -Q and refused or advertised where OpenSSH has nothing.
         out = [l for l in out if not OWN_EXT_RE.search(l)]
+        out = [l for l in out if not SANDBOX_RE.match(l)]
     else:
         out = [l for l in out if not ALLOCATE_RE.search(l)]
     return out

@@ -237,11 +237,11 @@ cli() {
     done
     local part msg ref
     local parts="rc out err"
-    # Documented exception: -r (confinement) and -L (the transfer log) are
-    # this server's own options, so its usage text names them and
-    # OpenSSH's does not.
+    # Documented exception: -r (confinement), -L (the transfer log) and
+    # -S (no sandbox) are this server's own options, so its usage text
+    # names them and OpenSSH's does not.
     if [ -z "${CLI_OWN_USAGE:-}" ]; then
-        sed 's/ \[-r root_directory\]//; s/\[-L transfer_log\] //' "$RES/cli.test.err" > "$RES/cli.test.err.tmp" &&
+        sed 's/ \[-r root_directory\]//; s/\[-L transfer_log\] //; s/\[-ehRS\]/[-ehR]/' "$RES/cli.test.err" > "$RES/cli.test.err.tmp" &&
             mv "$RES/cli.test.err.tmp" "$RES/cli.test.err"
     fi
     [ -n "${CLI_SYSLOG:-}" ] && parts="$parts syslog"

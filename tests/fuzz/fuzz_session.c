@@ -49,6 +49,11 @@
  * before and after the session (type, mode, size, links, owner, times,
  * link target), so that a change there is caught too.
  *
+ * The session thread runs under the server's sandbox (sandbox.c), which it
+ * enters in its first session and keeps: its filter also lets through the
+ * harness's own calls in that thread, and traps any other, so that a call
+ * the server makes but the filter's list lacks is a crash here.
+ *
  * RLIMIT_NOFILE is 64, so the handle table has 59 slots and running out of
  * handles is reachable; RLIMIT_FSIZE is 4 MiB, so that no file grows
  * large.  A descriptor below 64 left open by a session is a bug.
@@ -839,6 +844,7 @@ LLVMFuzzerInitialize(int *argcp, char ***argvp)
 {
 	struct rlimit rl;
 	const char *tmp, *path;
+	char symbol[256];
 	int p[2];
 
 	(void)argcp;
@@ -884,6 +890,14 @@ LLVMFuzzerInitialize(int *argcp, char ***argvp)
 	(void)getpwuid(0);
 	(void)getgrgid(0);
 	tzset();
+	/*
+	 * The sanitizers' symbolizer is a process of its own, started at the
+	 * first report; a session's sandbox refuses to start processes, so
+	 * it starts here, and reports from inside a session read it through
+	 * its pipes.
+	 */
+	__sanitizer_symbolize_pc(__builtin_return_address(0), "%p %F %L",
+	    symbol, sizeof symbol);
 	if (setenv("SSH_CONNECTION", "192.0.2.1 50022 192.0.2.2 22", 1) == -1)
 		fail("setenv");
 

@@ -27,7 +27,9 @@
  *                           path starts with p fail with ESTALE, as on NFS
  *                           after the file went away on the server.
  *   FAULT_LOG=path          each fault made appends a line "CALL ERRNO" to
- *                           path, so that a test knows it was reached.
+ *                           path, so that a test knows it was reached.  The
+ *                           file is opened at start: a server under -r may
+ *                           open nothing outside its root once it serves.
  *
  * Everything else is passed on unchanged, errno included.
  */
@@ -53,7 +55,8 @@
 static int cfr_errno, renameat2_errno, link_errno, fchmodat2_errno;
 static long cfr_after = -1, cfr_calls;
 static size_t cfr_max;
-static const char *eio_prefix, *estale_prefix, *log_path;
+static const char *eio_prefix, *estale_prefix;
+static int log_fd = -1;
 
 static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_write)(int, const void *, size_t);
@@ -154,7 +157,9 @@ shim_init(void)
 		cfr_max = (size_t)strtoul(s, NULL, 10);
 	eio_prefix = getenv("FAULT_EIO_PREFIX");
 	estale_prefix = getenv("FAULT_ESTALE_PREFIX");
-	log_path = getenv("FAULT_LOG");
+	if ((s = getenv("FAULT_LOG")) != NULL)
+		log_fd = open(s, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+		    0644);
 }
 
 /* Appends "CALL ERRNO" to the log, keeping errno. */
@@ -162,15 +167,12 @@ static void
 note(const char *call, int e)
 {
 	char line[128];
-	int fd, n, saved = errno;
+	int n, saved = errno;
 
-	if (log_path != NULL &&
-	    (fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-	    0644)) != -1) {
+	if (log_fd != -1) {
 		n = snprintf(line, sizeof line, "%s %s\n", call, errno_name(e));
 		if (n > 0 && (size_t)n < sizeof line)
-			(void)real_write(fd, line, (size_t)n);
-		(void)real_close(fd);
+			(void)real_write(log_fd, line, (size_t)n);
 	}
 	errno = saved;
 }

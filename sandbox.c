@@ -1,0 +1,1031 @@
+/*
+ * The server confines itself once start-up is over (options read, logs
+ * open, the -r root opened), with the kernel's own mechanisms and libc
+ * alone:
+ *
+ *   - PR_SET_NO_NEW_PRIVS: nothing it could run would gain privileges;
+ *   - Landlock: under -r, file access only beneath the root, and reads of
+ *     what user and group lookups need; wherever the ABI has them, no TCP
+ *     bind or connect, and no abstract unix socket or signal reaching
+ *     outside the process;
+ *   - a seccomp filter, written by hand below: the system calls that
+ *     serving makes are allowed, a few that must never be are refused with
+ *     EPERM, every other one fails with ENOSYS (a C library that tries a
+ *     newer call first then falls back to the one allowed; the sanitizer
+ *     and fuzz builds trap it instead), and a call of another ABI than the
+ *     server's kills the process, since its numbers mean other calls
+ *     there.
+ *
+ * Each mechanism the kernel lacks is left out and the others still apply;
+ * the server never refuses to serve for want of one.  What is in force is
+ * logged once, at VERBOSE.
+ *
+ * The structures and constants of the kernel's ABI are written out here:
+ * musl's headers have no <linux/...>, and older headers lack Landlock.
+ */
+#include <sys/types.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#endif
+
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sandbox.h"
+#include "sys-gnu.h"
+
+#ifdef __linux__
+#ifndef PR_SET_NO_NEW_PRIVS
+#define PR_SET_NO_NEW_PRIVS	38
+#endif
+#ifndef PR_SET_SECCOMP
+#define PR_SET_SECCOMP		22
+#endif
+#define SB_SECCOMP_MODE_FILTER	2
+
+/*
+ * The architecture the filter is written for, as the kernel reports it in
+ * seccomp_data.arch (<linux/audit.h>): the ELF machine, with bits for
+ * 64-bit and little-endian.  Elsewhere there is no filter.
+ */
+#if defined(__x86_64__) && !defined(__ILP32__)
+#define SB_AUDIT_ARCH	0xc000003eU	/* EM_X86_64, 64-bit, LE */
+#define SB_X32_BIT	0x40000000U	/* __X32_SYSCALL_BIT */
+#elif defined(__i386__)
+#define SB_AUDIT_ARCH	0x40000003U	/* EM_386, LE */
+#elif defined(__aarch64__) && !defined(__ILP32__) && \
+    !defined(__AARCH64EB__)
+#define SB_AUDIT_ARCH	0xc00000b7U	/* EM_AARCH64, 64-bit, LE */
+#elif defined(__arm__) && defined(__ARMEL__)
+#define SB_AUDIT_ARCH	0x40000028U	/* EM_ARM, LE */
+#elif defined(__s390x__)
+#define SB_AUDIT_ARCH	0x80000016U	/* EM_S390, 64-bit */
+#endif
+
+#if defined(SB_AUDIT_ARCH) && defined(__linux__)
+#define HAVE_FILTER	1
+#endif
+
+/* AddressSanitizer, as gcc and clang announce it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SB_ASAN	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SB_ASAN	1
+#endif
+#endif
+#if defined(SB_ASAN) && defined(HAVE_FILTER)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+/*
+ * System calls from 424 on have one number on all the architectures above;
+ * the C library's headers may predate them.
+ */
+#ifdef __NR_fchmodat2
+#define NR_FCHMODAT2	__NR_fchmodat2
+#else
+#define NR_FCHMODAT2	452
+#endif
+#ifdef __NR_landlock_create_ruleset
+#define NR_LL_CREATE	__NR_landlock_create_ruleset
+#define NR_LL_ADD	__NR_landlock_add_rule
+#define NR_LL_RESTRICT	__NR_landlock_restrict_self
+#else
+#define NR_LL_CREATE	444
+#define NR_LL_ADD	445
+#define NR_LL_RESTRICT	446
+#endif
+
+/* Classic BPF, as <linux/filter.h>. */
+struct sb_insn {
+	uint16_t code;
+	uint8_t jt;
+	uint8_t jf;
+	uint32_t k;
+};
+
+struct sb_prog {
+	unsigned short len;
+	struct sb_insn *filter;
+};
+
+#define BPF_LD_ABS	0x20	/* BPF_LD | BPF_W | BPF_ABS */
+#define BPF_JEQ		0x15	/* BPF_JMP | BPF_JEQ | BPF_K */
+#define BPF_JSET	0x45	/* BPF_JMP | BPF_JSET | BPF_K */
+#define BPF_RET		0x06	/* BPF_RET | BPF_K */
+
+/* Offsets in struct seccomp_data, and the filter's answers. */
+#define SD_NR		0
+#define SD_ARCH		4
+#define SD_ARGS		16
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define SD_ARG_LO(i)	(SD_ARGS + 8 * (i) + 4)
+#else
+#define SD_ARG_LO(i)	(SD_ARGS + 8 * (i))
+#endif
+#define RET_KILL	0x80000000U	/* SECCOMP_RET_KILL_PROCESS */
+#define RET_TRAP	0x00030000U	/* SECCOMP_RET_TRAP: SIGSYS */
+#define RET_ERRNO(e)	(0x00050000U | ((e) & 0xffff))
+#define RET_ALLOW	0x7fff0000U
+
+/*
+ * A call off the list fails with ENOSYS.  The sanitizer and fuzz builds,
+ * which the tests run, trap it instead (trapped()): a call that serving
+ * makes but the list lacks shows up there as a crash that names it, not
+ * as a quiet status.
+ */
+#ifdef SB_ASAN
+#define RET_OFF_LIST	RET_TRAP
+#else
+#define RET_OFF_LIST	RET_ERRNO(ENOSYS)
+#endif
+
+#define SB_PROT_EXEC	0x4
+
+/* socketcall(2)'s operations, as <linux/net.h>. */
+#define SC_CONNECT	3
+#define SC_SEND		9
+#define SC_RECV		10
+#define SC_SENDTO	11
+#define SC_RECVFROM	12
+#define SC_SENDMSG	16
+#define SC_RECVMSG	17
+
+/* Landlock, as <linux/landlock.h>. */
+struct sb_ruleset_attr {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;
+	uint64_t scoped;
+};
+
+struct sb_path_beneath {
+	uint64_t allowed_access;
+	int32_t parent_fd;
+} __attribute__((packed));
+
+#define LL_CREATE_RULESET_VERSION	0x1
+#define LL_RULE_PATH_BENEATH		1
+
+#define LL_FS_EXECUTE		0x0001
+#define LL_FS_WRITE_FILE	0x0002
+#define LL_FS_READ_FILE		0x0004
+#define LL_FS_READ_DIR		0x0008
+#define LL_FS_REMOVE_DIR	0x0010
+#define LL_FS_REMOVE_FILE	0x0020
+#define LL_FS_MAKE_CHAR		0x0040
+#define LL_FS_MAKE_DIR		0x0080
+#define LL_FS_MAKE_REG		0x0100
+#define LL_FS_MAKE_SOCK		0x0200
+#define LL_FS_MAKE_FIFO		0x0400
+#define LL_FS_MAKE_BLOCK	0x0800
+#define LL_FS_MAKE_SYM		0x1000
+#define LL_FS_REFER		0x2000	/* ABI 2 */
+#define LL_FS_TRUNCATE		0x4000	/* ABI 3 */
+#define LL_FS_IOCTL_DEV		0x8000	/* ABI 5 */
+#define LL_NET_BIND_TCP		0x1	/* ABI 4 */
+#define LL_NET_CONNECT_TCP	0x2	/* ABI 4 */
+#define LL_SCOPE_ABSTRACT_UNIX	0x1	/* ABI 6 */
+#define LL_SCOPE_SIGNAL		0x2	/* ABI 6 */
+
+/*
+ * What serving never does beneath the root: run a program, make a device,
+ * a socket or a FIFO, or send a device an ioctl.
+ */
+#define LL_FS_NOT_BENEATH	(LL_FS_EXECUTE | LL_FS_MAKE_CHAR | \
+    LL_FS_MAKE_BLOCK | LL_FS_MAKE_SOCK | LL_FS_MAKE_FIFO | LL_FS_IOCTL_DEV)
+
+/*
+ * Read access kept under -r, for user and group lookups (long names,
+ * users-groups-by-id, ~user, home-directory): the files of the "files"
+ * service and the switch's configuration, which the C library checks for
+ * changes; the user records of systemd's userdb, which nss_systemd reads
+ * and lists; sssd's memory caches; libnss-extrausers.  What does not exist
+ * here is left out.  Unix sockets (syslog, nscd, sssd, userdb) are reached
+ * by connect(2), which these Landlock ABIs leave alone.
+ */
+static const char *const lookup_paths[] = {
+	"/etc/passwd",
+	"/etc/group",
+	"/etc/nsswitch.conf",
+	"/etc/userdb",
+	"/run/userdb",
+	"/run/host/userdb",
+	"/run/systemd/userdb",
+	"/usr/local/lib/userdb",
+	"/usr/lib/userdb",
+	"/var/lib/sss/mc",
+	"/var/lib/extrausers",
+};
+
+#ifdef HAVE_FILTER
+enum rule_kind {
+	R_ALLOW,	/* allowed */
+	R_REFUSE,	/* EPERM: named so that no edit of the list lets it in */
+	R_SELF,		/* allowed at the process itself: argument 0 is its pid */
+	R_ARG0,		/* allowed when argument 0 is the rule's value */
+	R_NOEXEC,	/* allowed without PROT_EXEC in argument 2 */
+	R_SOCKETCALL	/* allowed for the operations in socketcall_ops[] */
+};
+
+struct rule {
+	long nr;
+	enum rule_kind kind;
+	uint32_t value;		/* of R_ARG0 */
+};
+
+#define ALLOW(name)	{ __NR_##name, R_ALLOW, 0 }
+#define REFUSE(name)	{ __NR_##name, R_REFUSE, 0 }
+
+/*
+ * The allow-list: every system call the server makes once it serves, with
+ * what makes it.  The most frequent come first, as the filter tests them
+ * in order.  Names differ between architectures and C libraries (glibc,
+ * musl), hence one entry for each name that exists.
+ */
+static const struct rule rules[] = {
+	/* The loop. */
+	ALLOW(read),		/* requests on stdin; NSS reads its files */
+	ALLOW(write),		/* replies; log lines (-e); the transfer log */
+	ALLOW(pread64),		/* READ, check-file, copy-data by hand */
+	ALLOW(pwrite64),	/* WRITE, copy-data by hand */
+#ifdef __NR_poll
+	ALLOW(poll),		/* waits for input, for stdout to drain */
+#endif
+#ifdef __NR_ppoll
+	ALLOW(ppoll),		/* the same where libc has no poll(2) */
+#endif
+#ifdef __NR_ppoll_time64
+	ALLOW(ppoll_time64),	/* the same with a 64-bit time_t */
+#endif
+
+	/* Paths: every request that names a file. */
+#ifdef __NR_newfstatat
+	ALLOW(newfstatat),	/* STAT, LSTAT, long names of READDIR, -r */
+#endif
+#ifdef __NR_fstatat64
+	ALLOW(fstatat64),	/* the same on 32-bit systems */
+#endif
+#ifdef __NR_statx
+	ALLOW(statx),		/* the same where libc has a 64-bit time_t */
+#endif
+#ifdef __NR_fstat
+	ALLOW(fstat),		/* FSTAT, OPENDIR, check-file, copy-data */
+#endif
+#ifdef __NR_fstat64
+	ALLOW(fstat64),		/* the same on 32-bit systems */
+#endif
+#ifdef __NR_stat
+	ALLOW(stat),		/* STAT without -r, where libc calls it */
+#endif
+#ifdef __NR_stat64
+	ALLOW(stat64),		/* the same on 32-bit systems */
+#endif
+#ifdef __NR_lstat
+	ALLOW(lstat),		/* LSTAT without -r, where libc calls it */
+#endif
+#ifdef __NR_lstat64
+	ALLOW(lstat64),		/* the same on 32-bit systems */
+#endif
+	ALLOW(openat),		/* OPEN, OPENDIR, the walk of REALPATH */
+#ifdef __NR_open
+	ALLOW(open),		/* the same where libc calls open(2) */
+#endif
+#ifdef __NR_openat2
+	ALLOW(openat2),		/* every path under -r, beneath the root */
+#endif
+	ALLOW(close),		/* CLOSE, and descriptors of a path walk */
+	ALLOW(getdents64),	/* READDIR */
+#ifdef __NR_getdents
+	ALLOW(getdents),	/* READDIR, where libc names it so */
+#endif
+#ifdef __NR_lseek
+	ALLOW(lseek),		/* READ and WRITE past 2^40; NSS rewinds */
+#endif
+#ifdef __NR__llseek
+	ALLOW(_llseek),		/* the same on 32-bit systems */
+#endif
+#ifdef __NR_fcntl
+	ALLOW(fcntl),		/* pipe sizes, fdopendir() of OPENDIR */
+#endif
+#ifdef __NR_fcntl64
+	ALLOW(fcntl64),		/* the same on 32-bit systems */
+#endif
+#ifdef __NR_readlink
+	ALLOW(readlink),	/* READLINK without -r */
+#endif
+	ALLOW(readlinkat),	/* READLINK under -r, REALPATH */
+	ALLOW(getcwd),		/* REALPATH of a relative path */
+#ifdef __NR_statfs
+	ALLOW(statfs),		/* statvfs@openssh.com (its fsid) */
+#endif
+#ifdef __NR_statfs64
+	ALLOW(statfs64),	/* the same on 32-bit systems */
+#endif
+#ifdef __NR_fstatfs
+	ALLOW(fstatfs),		/* fstatvfs, statvfs under -r, READLINK */
+#endif
+#ifdef __NR_fstatfs64
+	ALLOW(fstatfs64),	/* the same on 32-bit systems */
+#endif
+#ifdef __NR_mkdir
+	ALLOW(mkdir),		/* MKDIR without -r */
+#endif
+	ALLOW(mkdirat),		/* MKDIR under -r */
+#ifdef __NR_rmdir
+	ALLOW(rmdir),		/* RMDIR without -r */
+#endif
+#ifdef __NR_unlink
+	ALLOW(unlink),		/* REMOVE without -r */
+#endif
+	ALLOW(unlinkat),	/* REMOVE and RMDIR under -r */
+#ifdef __NR_rename
+	ALLOW(rename),		/* RENAME, posix-rename without -r */
+#endif
+#ifdef __NR_renameat
+	ALLOW(renameat),	/* the same under -r */
+#endif
+#ifdef __NR_renameat2
+	ALLOW(renameat2),	/* RENAME without replacing (and -r) */
+#endif
+#ifdef __NR_link
+	ALLOW(link),		/* hardlink@openssh.com without -r */
+#endif
+	ALLOW(linkat),		/* the same under -r */
+#ifdef __NR_symlink
+	ALLOW(symlink),		/* SYMLINK without -r */
+#endif
+	ALLOW(symlinkat),	/* SYMLINK under -r */
+#ifdef __NR_chmod
+	ALLOW(chmod),		/* SETSTAT permissions without -r */
+#endif
+	ALLOW(fchmod),		/* FSETSTAT permissions */
+	ALLOW(fchmodat),	/* SETSTAT, lsetstat permissions */
+	{ NR_FCHMODAT2, R_ALLOW, 0 },	/* lsetstat, SETSTAT under -r */
+#ifdef __NR_chown
+	ALLOW(chown),		/* SETSTAT owner without -r */
+#endif
+#ifdef __NR_chown32
+	ALLOW(chown32),		/* the same on 32-bit systems */
+#endif
+	ALLOW(fchown),		/* FSETSTAT owner */
+#ifdef __NR_fchown32
+	ALLOW(fchown32),	/* the same on 32-bit systems */
+#endif
+#ifdef __NR_lchown
+	ALLOW(lchown),		/* lsetstat owner without -r */
+#endif
+#ifdef __NR_lchown32
+	ALLOW(lchown32),	/* the same on 32-bit systems */
+#endif
+	ALLOW(fchownat),	/* SETSTAT, lsetstat owner */
+#ifdef __NR_truncate
+	ALLOW(truncate),	/* SETSTAT size without -r */
+#endif
+#ifdef __NR_truncate64
+	ALLOW(truncate64),	/* the same on 32-bit systems */
+#endif
+	ALLOW(ftruncate),	/* FSETSTAT size, SETSTAT under -r */
+#ifdef __NR_ftruncate64
+	ALLOW(ftruncate64),	/* the same on 32-bit systems */
+#endif
+	ALLOW(utimensat),	/* SETSTAT, FSETSTAT, lsetstat times */
+#ifdef __NR_utimensat_time64
+	ALLOW(utimensat_time64), /* the same with a 64-bit time_t */
+#endif
+	ALLOW(fsync),		/* fsync@openssh.com */
+#ifdef __NR_copy_file_range
+	ALLOW(copy_file_range),	/* copy-data */
+#endif
+	ALLOW(sched_yield),	/* -r: lets concurrent renames pass */
+
+	/*
+	 * Memory: buffers given back when idle, libc's allocator.  i386's
+	 * mmap(2) takes its arguments in memory and libc does not call it
+	 * (mmap2 instead); s390x has only that kind.
+	 */
+#if defined(__NR_mmap) && !defined(__i386__) && !defined(__s390x__)
+	{ __NR_mmap, R_NOEXEC, 0 },	/* copy-data, check-file buffers */
+#elif defined(__NR_mmap) && defined(__s390x__)
+	ALLOW(mmap),		/* the same; PROT_EXEC cannot be seen */
+#endif
+#ifdef __NR_mmap2
+	{ __NR_mmap2, R_NOEXEC, 0 },	/* the same on 32-bit systems */
+#endif
+	ALLOW(munmap),		/* the same, freed */
+	{ __NR_mprotect, R_NOEXEC, 0 },	/* libc's allocator */
+	ALLOW(madvise),		/* buffer pages given back when idle */
+	ALLOW(mremap),		/* libc's allocator (NSS buffers) */
+	ALLOW(brk),		/* libc's allocator */
+
+	/* Time, where the vDSO cannot answer. */
+#ifdef __NR_clock_gettime
+	ALLOW(clock_gettime),	/* transfer times, the transfer log */
+#endif
+#ifdef __NR_clock_gettime64
+	ALLOW(clock_gettime64),	/* the same with a 64-bit time_t */
+#endif
+#ifdef __NR_gettimeofday
+	ALLOW(gettimeofday),	/* the same, older libcs */
+#endif
+#ifdef __NR_time
+	ALLOW(time),		/* the time of a transfer log line */
+#endif
+
+	/*
+	 * syslog(3) (it connects again after a syslogd restart) and the name
+	 * service's daemons (nscd, sssd, systemd's userdb): unix sockets only.
+	 */
+#ifdef __NR_socket
+	{ __NR_socket, R_ARG0, AF_UNIX },	/* AF_UNIX alone */
+#endif
+#ifdef __NR_connect
+	ALLOW(connect),		/* /dev/log, the daemons' sockets */
+#endif
+#ifdef __NR_sendto
+	ALLOW(sendto),		/* syslog(3) */
+#endif
+#ifdef __NR_send
+	ALLOW(send),		/* the same, where libc names it so */
+#endif
+#ifdef __NR_sendmsg
+	ALLOW(sendmsg),		/* NSS daemons */
+#endif
+#ifdef __NR_recvfrom
+	ALLOW(recvfrom),	/* NSS daemons */
+#endif
+#ifdef __NR_recv
+	ALLOW(recv),		/* the same, where libc names it so */
+#endif
+#ifdef __NR_recvmsg
+	ALLOW(recvmsg),		/* nscd passes its cache as a descriptor */
+#endif
+#ifdef __NR_socketcall
+	/* The same calls where libc makes them through socketcall(2). */
+	{ __NR_socketcall, R_SOCKETCALL, 0 },
+#endif
+	ALLOW(getpid),		/* syslog's LOG_PID; a signal to itself */
+#ifdef __NR_getrandom
+	ALLOW(getrandom),	/* nss_systemd seeds its hash tables */
+#endif
+	ALLOW(futex),		/* libc's locks (stdio, syslog, NSS) */
+#ifdef __NR_futex_time64
+	ALLOW(futex_time64),	/* the same with a 64-bit time_t */
+#endif
+
+	/*
+	 * Signals: a handler that only sets a flag, and after a clean end
+	 * the signal raised again at the process itself, with its default
+	 * action (signal(sig, SIG_DFL); raise(sig)).
+	 */
+	ALLOW(rt_sigaction),	/* signal(sig, SIG_DFL) */
+	ALLOW(rt_sigprocmask),	/* raise(), nss_systemd blocks signals */
+	ALLOW(rt_sigreturn),	/* the end of a handler */
+#ifdef __NR_sigreturn
+	ALLOW(sigreturn),	/* the same on 32-bit systems */
+#endif
+	ALLOW(restart_syscall),	/* poll(2) resumed after a stop */
+	ALLOW(gettid),		/* raise() */
+	{ __NR_kill, R_SELF, 0 },	/* kill(getpid(), sig) */
+	{ __NR_tgkill, R_SELF, 0 },	/* raise() in glibc */
+	{ __NR_tkill, R_SELF, 0 },	/* raise() in musl */
+	ALLOW(exit_group),	/* the end of the session: _exit() */
+	ALLOW(exit),		/* _exit()'s fallback in libc */
+
+#ifdef SB_ASAN
+	/*
+	 * The sanitizer builds: AddressSanitizer reads the signal stack before
+	 * each call that does not return (cleanup_exit()).  LeakSanitizer's
+	 * check at exit() (a thread, ptrace) is never reached: a session ends
+	 * with _exit().
+	 */
+	ALLOW(sigaltstack),
+#endif
+#ifdef SFTP_FUZZ
+	/*
+	 * The fuzz harness (tests/fuzz/fuzz_session.c) runs session after
+	 * session in the thread the filter confines, and rebuilds its jail
+	 * there in between: start-up again (getuid, getrlimit of the handle
+	 * table, umask of -u, PR_SET_DUMPABLE, chdir of -d and -r,
+	 * realpath(3) of -r), and its own descriptors, directories, listings
+	 * and chroot (to leave the jail before a report).
+	 */
+#ifdef __NR_getuid
+	ALLOW(getuid),
+	ALLOW(geteuid),
+#endif
+#ifdef __NR_getuid32
+	ALLOW(getuid32),
+	ALLOW(geteuid32),
+#endif
+#ifdef __NR_getrlimit
+	ALLOW(getrlimit),
+#endif
+#ifdef __NR_prlimit64
+	ALLOW(prlimit64),
+#endif
+	ALLOW(umask),
+	{ __NR_prctl, R_ARG0, PR_SET_DUMPABLE },
+#ifdef __NR_access
+	ALLOW(access),
+#endif
+	ALLOW(faccessat),
+#ifdef __NR_faccessat2
+	ALLOW(faccessat2),
+#endif
+	ALLOW(chdir),
+	ALLOW(fchdir),
+#ifdef __NR_dup2
+	ALLOW(dup2),
+#endif
+	ALLOW(dup3),
+	ALLOW(chroot),
+	ALLOW(sysinfo),		/* qsort(3) of a large directory's names */
+#endif /* SFTP_FUZZ */
+
+	/*
+	 * Never, with EPERM: running a program, making a process or a
+	 * thread, reaching into another process, listening, mounting,
+	 * loading kernel code, the kernel's other interpreters and queues,
+	 * changing identity or namespace.
+	 */
+	REFUSE(execve),
+#ifdef __NR_execveat
+	REFUSE(execveat),
+#endif
+#ifdef __NR_fork
+	REFUSE(fork),
+#endif
+#ifdef __NR_vfork
+	REFUSE(vfork),
+#endif
+	REFUSE(clone),
+#ifdef __NR_clone3
+	REFUSE(clone3),
+#endif
+	REFUSE(ptrace),
+	REFUSE(process_vm_readv),
+	REFUSE(process_vm_writev),
+#ifdef __NR_bind
+	REFUSE(bind),
+	REFUSE(listen),
+#endif
+#ifdef __NR_accept
+	REFUSE(accept),
+#endif
+#ifdef __NR_accept4
+	REFUSE(accept4),
+#endif
+	REFUSE(mount),
+	REFUSE(umount2),
+	REFUSE(pivot_root),
+#ifdef __NR_move_mount
+	REFUSE(move_mount),
+	REFUSE(open_tree),
+	REFUSE(fsopen),
+	REFUSE(fsconfig),
+	REFUSE(fsmount),
+	REFUSE(fspick),
+#endif
+#ifdef __NR_mount_setattr
+	REFUSE(mount_setattr),
+#endif
+#ifndef SFTP_FUZZ
+	REFUSE(chroot),
+#endif
+#ifdef __NR_bpf
+	REFUSE(bpf),
+#endif
+	REFUSE(perf_event_open),
+#ifdef __NR_userfaultfd
+	REFUSE(userfaultfd),
+#endif
+#ifdef __NR_io_uring_setup
+	REFUSE(io_uring_setup),
+	REFUSE(io_uring_enter),
+	REFUSE(io_uring_register),
+#endif
+	REFUSE(keyctl),
+	REFUSE(add_key),
+	REFUSE(request_key),
+#ifdef __NR_kexec_load
+	REFUSE(kexec_load),
+#endif
+#ifdef __NR_kexec_file_load
+	REFUSE(kexec_file_load),
+#endif
+	REFUSE(init_module),
+#ifdef __NR_finit_module
+	REFUSE(finit_module),
+#endif
+	REFUSE(delete_module),
+	REFUSE(setuid),
+	REFUSE(setgid),
+	REFUSE(setreuid),
+	REFUSE(setregid),
+	REFUSE(setresuid),
+	REFUSE(setresgid),
+	REFUSE(setfsuid),
+	REFUSE(setfsgid),
+	REFUSE(setgroups),
+#ifdef __NR_setuid32
+	REFUSE(setuid32),
+	REFUSE(setgid32),
+	REFUSE(setreuid32),
+	REFUSE(setregid32),
+	REFUSE(setresuid32),
+	REFUSE(setresgid32),
+	REFUSE(setfsuid32),
+	REFUSE(setfsgid32),
+	REFUSE(setgroups32),
+#endif
+	REFUSE(capset),
+	REFUSE(unshare),
+	REFUSE(setns),
+};
+#define NRULES	(sizeof rules / sizeof rules[0])
+
+#ifdef __NR_socketcall
+static const uint32_t socketcall_ops[] = {
+	SC_CONNECT, SC_SEND, SC_SENDTO, SC_SENDMSG, SC_RECV, SC_RECVFROM,
+	SC_RECVMSG,
+};
+#define NSOCKETCALL_OPS	(sizeof socketcall_ops / sizeof socketcall_ops[0])
+#else
+#define NSOCKETCALL_OPS	0
+#endif
+
+/* Room for the program: at most 7 + NSOCKETCALL_OPS instructions a rule. */
+#define PROG_MAX	(8 + NRULES * 7 + NSOCKETCALL_OPS)
+
+struct prog {
+	struct sb_insn insn[PROG_MAX];
+	size_t len;
+};
+
+static void
+emit(struct prog *p, uint16_t code, uint8_t jt, uint8_t jf, uint32_t k)
+{
+	if (p->len >= PROG_MAX)
+		abort();	/* PROG_MAX is wrong: a bug */
+	p->insn[p->len].code = code;
+	p->insn[p->len].jt = jt;
+	p->insn[p->len].jf = jf;
+	p->insn[p->len].k = k;
+	p->len++;
+}
+
+/*
+ * One rule.  The accumulator holds the call's number on entry; a rule that
+ * looks at an argument ends in a return either way, so the next rule finds
+ * the number still there.
+ */
+static void
+emit_rule(struct prog *p, const struct rule *r, uint32_t pid)
+{
+	uint32_t nr = (uint32_t)r->nr;
+
+	switch (r->kind) {
+	case R_ALLOW:
+		emit(p, BPF_JEQ, 0, 1, nr);
+		emit(p, BPF_RET, 0, 0, RET_ALLOW);
+		break;
+	case R_REFUSE:
+		emit(p, BPF_JEQ, 0, 1, nr);
+		emit(p, BPF_RET, 0, 0, RET_ERRNO(EPERM));
+		break;
+	case R_SELF:
+	case R_ARG0:
+		/* int arguments: the kernel reads the low 32 bits alone. */
+		emit(p, BPF_JEQ, 0, 4, nr);
+		emit(p, BPF_LD_ABS, 0, 0, SD_ARG_LO(0));
+		emit(p, BPF_JEQ, 0, 1, r->kind == R_SELF ? pid : r->value);
+		emit(p, BPF_RET, 0, 0, RET_ALLOW);
+		emit(p, BPF_RET, 0, 0, RET_ERRNO(EPERM));
+		break;
+	case R_NOEXEC:
+		emit(p, BPF_JEQ, 0, 4, nr);
+		emit(p, BPF_LD_ABS, 0, 0, SD_ARG_LO(2));
+		emit(p, BPF_JSET, 0, 1, SB_PROT_EXEC);
+		emit(p, BPF_RET, 0, 0, RET_ERRNO(EPERM));
+		emit(p, BPF_RET, 0, 0, RET_ALLOW);
+		break;
+	case R_SOCKETCALL:
+#ifdef __NR_socketcall
+		emit(p, BPF_JEQ, 0, NSOCKETCALL_OPS + 3, nr);
+		emit(p, BPF_LD_ABS, 0, 0, SD_ARG_LO(0));
+		for (size_t i = 0; i < NSOCKETCALL_OPS; i++)
+			emit(p, BPF_JEQ, (uint8_t)(NSOCKETCALL_OPS - i), 0,
+			    socketcall_ops[i]);
+		/*
+		 * socket(2) among them could not be held to AF_UNIX: its
+		 * arguments are in memory, where a filter cannot look.
+		 */
+		emit(p, BPF_RET, 0, 0, RET_ERRNO(EPERM));
+		emit(p, BPF_RET, 0, 0, RET_ALLOW);
+#endif
+		break;
+	}
+}
+
+/* The whole filter, for this process (pid). */
+static void
+build_filter(struct prog *p, uint32_t pid)
+{
+	p->len = 0;
+	/* Another ABI numbers its calls differently: kill. */
+	emit(p, BPF_LD_ABS, 0, 0, SD_ARCH);
+	emit(p, BPF_JEQ, 1, 0, SB_AUDIT_ARCH);
+	emit(p, BPF_RET, 0, 0, RET_KILL);
+	emit(p, BPF_LD_ABS, 0, 0, SD_NR);
+#ifdef SB_X32_BIT
+	/* x32 shares x86-64's arch value, with a bit in the number. */
+	emit(p, BPF_JSET, 0, 1, SB_X32_BIT);
+	emit(p, BPF_RET, 0, 0, RET_KILL);
+#endif
+	for (size_t i = 0; i < NRULES; i++)
+		emit_rule(p, &rules[i], pid);
+	emit(p, BPF_RET, 0, 0, RET_OFF_LIST);
+}
+
+#ifdef SB_ASAN
+/* SIGSYS of a call off the list, in the sanitizer builds: a report. */
+static void
+trapped(int sig, siginfo_t *si, void *ctx)
+{
+	char msg[128];
+
+	(void)sig;
+	(void)ctx;
+	(void)snprintf(msg, sizeof msg, "sandbox: system call %d is not on "
+	    "the list (sandbox.c)", si->si_syscall);
+	__sanitizer_report_error_summary(msg);
+	__sanitizer_print_stack_trace();
+	abort();
+}
+#endif
+
+/* Installs the filter; returns 0, or -1 with errno. */
+static int
+seccomp_enter(void)
+{
+	struct sb_prog fprog;
+	struct prog *p;
+	int r, e;
+
+#ifdef SB_ASAN
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = trapped;
+	sa.sa_flags = SA_SIGINFO;
+	(void)sigaction(SIGSYS, &sa, NULL);
+#endif
+	/* The kernel keeps a copy: the program's pages go back at once. */
+	if ((p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+		return -1;
+	build_filter(p, (uint32_t)getpid());
+	fprog.len = (unsigned short)p->len;
+	fprog.filter = p->insn;
+	r = prctl(PR_SET_SECCOMP, SB_SECCOMP_MODE_FILTER, &fprog, 0, 0);
+	e = errno;
+	(void)munmap(p, sizeof *p);
+	errno = e;
+	return r;
+}
+#else
+static int
+seccomp_enter(void)
+{
+	errno = ENOTSUP;
+	return -1;
+}
+#endif /* HAVE_FILTER */
+
+/*
+ * The best Landlock ABI the kernel offers, or -1 with errno (ENOSYS: not
+ * built in, EOPNOTSUPP: turned off at boot).
+ */
+static int
+landlock_abi(void)
+{
+	return (int)syscall(NR_LL_CREATE, NULL, (size_t)0,
+	    (uint32_t)LL_CREATE_RULESET_VERSION);
+}
+
+/* The file rights ABI abi knows. */
+static uint64_t
+fs_rights(int abi)
+{
+	uint64_t r = (LL_FS_MAKE_SYM << 1) - 1;	/* ABI 1 */
+
+	if (abi >= 2)
+		r |= LL_FS_REFER;
+	if (abi >= 3)
+		r |= LL_FS_TRUNCATE;
+	if (abi >= 5)
+		r |= LL_FS_IOCTL_DEV;
+	return r;
+}
+
+/*
+ * Grants rights on path and beneath it to the ruleset; for a file, only
+ * those a file can have.  Returns 0, or -1 with errno.
+ */
+static int
+allow_path(int ruleset, const char *path, uint64_t rights)
+{
+	struct sb_path_beneath pb;
+	struct stat st;
+	int fd, r = -1, e;
+
+	if ((fd = sys_open_path(path)) == -1)
+		return -1;
+	if (fstat(fd, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			rights &= LL_FS_EXECUTE | LL_FS_WRITE_FILE |
+			    LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV;
+		memset(&pb, 0, sizeof pb);
+		pb.allowed_access = rights;
+		pb.parent_fd = fd;
+		r = (int)syscall(NR_LL_ADD, ruleset, LL_RULE_PATH_BENEATH, &pb,
+		    (uint32_t)0);
+	}
+	e = errno;
+	(void)close(fd);
+	errno = e;
+	return r;
+}
+
+/*
+ * The Landlock ruleset for ABI abi: with root, files beneath it and the
+ * lookups' reads; TCP and the scopes where abi has them.  Returns 0, or -1
+ * with errno.
+ */
+static int
+landlock_enter(const char *root, int abi)
+{
+	struct sb_ruleset_attr attr;
+	uint64_t all;
+	size_t size;
+	int fd, r = -1, e;
+
+	memset(&attr, 0, sizeof attr);
+	all = fs_rights(abi);
+	if (root != NULL)
+		attr.handled_access_fs = all;
+	size = offsetof(struct sb_ruleset_attr, handled_access_net);
+	if (abi >= 4) {
+		attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+		size = offsetof(struct sb_ruleset_attr, scoped);
+	}
+	if (abi >= 6) {
+		attr.scoped = LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL;
+		size = sizeof attr;
+	}
+	if ((fd = (int)syscall(NR_LL_CREATE, &attr, size, (uint32_t)0)) == -1)
+		return -1;
+	if (root != NULL && allow_path(fd, root, all & ~LL_FS_NOT_BENEATH) ==
+	    -1)
+		goto out;
+	for (size_t i = 0; root != NULL &&
+	    i < sizeof lookup_paths / sizeof lookup_paths[0]; i++)
+		(void)allow_path(fd, lookup_paths[i],
+		    LL_FS_READ_FILE | LL_FS_READ_DIR);
+	r = (int)syscall(NR_LL_RESTRICT, fd, (uint32_t)0);
+out:
+	e = errno;
+	(void)close(fd);
+	errno = e;
+	return r;
+}
+
+/*
+ * Loads the name service's modules while the process may still open and
+ * map them.  The C library loads a module when a lookup first reaches it,
+ * so a name that no service knows walks every one, for users and for
+ * groups; the session's own user was looked up at start.
+ */
+static void
+warm_up_lookups(void)
+{
+	(void)getpwnam("");
+	(void)getgrnam("");
+}
+
+/*
+ * Landlock as far as the kernel allows.  Returns its ABI when files are
+ * held beneath root, with desc saying what else is refused; otherwise 0,
+ * with desc saying what came of it.  Both for the log.
+ */
+static int
+landlock_part(const char *root, char *desc, size_t size)
+{
+	const char *net;
+	int abi;
+
+	if ((abi = landlock_abi()) == -1) {
+		(void)snprintf(desc, size, "landlock missing (%s)",
+		    strerror(errno));
+		return 0;
+	}
+	if (root != NULL && abi < 2) {
+		/* ABI 1 refuses every rename and link across directories. */
+		(void)snprintf(desc, size, "landlock ABI %d not used: it "
+		    "refuses renames across directories", abi);
+		return 0;
+	}
+	if (root == NULL && abi < 4) {
+		(void)snprintf(desc, size, "landlock ABI %d: nothing to refuse "
+		    "without -r", abi);
+		return 0;
+	}
+	if (landlock_enter(root, abi) == -1) {
+		(void)snprintf(desc, size, "landlock ABI %d failed (%s)", abi,
+		    strerror(errno));
+		return 0;
+	}
+	if (abi >= 6)
+		net = "TCP refused, abstract sockets and signals scoped";
+	else if (abi >= 4)
+		net = "TCP refused";
+	else
+		net = "";
+	if (root != NULL) {
+		(void)snprintf(desc, size, "%s%s", *net != '\0' ? ", " : "",
+		    net);
+		return abi;
+	}
+	(void)snprintf(desc, size, "landlock ABI %d: %s", abi, net);
+	return 0;
+}
+
+void
+sandbox_enter(const char *root)
+{
+	char ll[128], sc[128];
+	int abi;
+#ifdef SFTP_FUZZ
+	/*
+	 * The fuzz harness runs many sessions in one thread: the sandbox is
+	 * entered once, or filters would pile up.  No file rule: the harness
+	 * rebuilds files outside a session's -r root between sessions, and
+	 * checks that root itself.
+	 */
+	static int entered;
+
+	if (entered)
+		return;
+	entered = 1;
+	root = NULL;
+#endif
+	warm_up_lookups();
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1) {
+		/* Before Linux 3.5: neither mechanism can work. */
+		error("sandbox: no_new_privs refused (%s): no seccomp "
+		    "filter, no landlock", strerror(errno));
+		return;
+	}
+	if ((abi = landlock_part(root, ll, sizeof ll)) == 0 && root != NULL)
+		error("sandbox: %s: files outside the -r root are not refused "
+		    "by the kernel", ll);
+	if (seccomp_enter() == 0)
+		(void)snprintf(sc, sizeof sc, "seccomp filter on");
+#ifdef HAVE_FILTER
+	else
+		(void)snprintf(sc, sizeof sc, "seccomp filter missing (%s)",
+		    strerror(errno));
+#else
+	else
+		(void)snprintf(sc, sizeof sc, "seccomp filter missing (none "
+		    "for this architecture)");
+#endif
+	if (abi != 0)
+		verbose("sandbox: %s; landlock ABI %d: files beneath \"%s\"%s",
+		    sc, abi, root, ll);
+	else
+		verbose("sandbox: %s; %s", sc, ll);
+}
+#else
+void
+sandbox_enter(const char *root)
+{
+	(void)root;
+	verbose("sandbox: none on this system");
+}
+#endif /* __linux__ */

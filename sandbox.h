@@ -1,0 +1,21 @@
+/*
+ * The server's confinement of itself, entered once start-up is over: no new
+ * privileges, a seccomp filter that lets through only the system calls
+ * serving makes, and Landlock: under -r file access beneath the root (and
+ * reads of what user and group lookups need), and wherever the kernel
+ * offers it no TCP and no abstract unix socket or signal outside.
+ */
+#ifndef SANDBOX_H
+#define SANDBOX_H
+
+/*
+ * Confines the process for the rest of its life.  root is the -r directory,
+ * or NULL.  First loads what user and group lookups need (the name
+ * service's modules) while loading is still allowed.  What the kernel lacks
+ * is left out: this never fails and never stops the session.  Logs at
+ * VERBOSE what is in force, and at ERROR when root is given and Landlock
+ * cannot keep files beneath it.
+ */
+void	sandbox_enter(const char *root);
+
+#endif /* SANDBOX_H */
