@@ -12,7 +12,11 @@ CFLAGS ?= -O2 -g
 WERROR ?= -Werror
 WARNINGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2 -Wvla $(WERROR)
-STD = -std=c11 -D_DEFAULT_SOURCE
+# 64-bit off_t and time_t on 32-bit systems: files over 2 GiB, offsets up
+# to 2^63 and dates after 2038, as on 64-bit ones.  _TIME_BITS takes effect
+# with glibc 2.34 or later; other libcs ignore it (musl's time_t is 64-bit).
+LARGE = -D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64
+STD = -std=c11 -D_DEFAULT_SOURCE $(LARGE)
 # Build paths out of the debug info: the same binary from any directory.
 PATHMAP = -ffile-prefix-map=$(CURDIR)=.
 ALL_CFLAGS = $(STD) $(WARNINGS) $(PATHMAP) $(CPPFLAGS) $(CFLAGS)

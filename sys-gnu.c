@@ -15,6 +15,13 @@
 
 #include "sys-gnu.h"
 
+/*
+ * Offsets reach 2^63 on every system: the Makefile asks for a 64-bit off_t
+ * (_FILE_OFFSET_BITS=64), which copy_file_range() also takes.
+ */
+_Static_assert(sizeof(off_t) == 8, "off_t must be 64-bit: build with "
+    "-D_FILE_OFFSET_BITS=64");
+
 ssize_t
 sys_copy_range(int in, off_t *inoff, int out, off_t *outoff, size_t len)
 {
