@@ -1182,7 +1182,7 @@ process_ext_posix_rename(uint32_t id, struct cursor *c)
 }
 
 static uint32_t
-reply_statvfs(uint32_t id, const struct statvfs *st)
+reply_statvfs(uint32_t id, const struct statvfs *st, uint64_t fsid)
 {
 	struct reply rep;
 	uint64_t flag;
@@ -1199,7 +1199,7 @@ reply_statvfs(uint32_t id, const struct statvfs *st)
 	queued(pkt_put_u64(oq, st->f_files));
 	queued(pkt_put_u64(oq, st->f_ffree));
 	queued(pkt_put_u64(oq, st->f_favail));
-	queued(pkt_put_u64(oq, st->f_fsid));
+	queued(pkt_put_u64(oq, fsid));
 	queued(pkt_put_u64(oq, flag));
 	queued(pkt_put_u64(oq, st->f_namemax));
 	return reply_end(&rep);
@@ -1210,15 +1210,16 @@ static uint32_t
 process_ext_statvfs(uint32_t id, struct cursor *c)
 {
 	struct statvfs st;
+	uint64_t fsid;
 	int r;
 
 	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
 		return PARSE_ERROR;
 	debug3("request %u: statvfs", id);
 	logit("statvfs \"%s\"", path1);
-	if (fs_statvfs(path1, &st) == -1)
+	if (fs_statvfs(path1, &st, &fsid) == -1)
 		return errno_to_status(errno);
-	return reply_statvfs(id, &st);
+	return reply_statvfs(id, &st, fsid);
 }
 
 /* uint32 id, string "fstatvfs@openssh.com", string handle */
@@ -1227,6 +1228,7 @@ process_ext_fstatvfs(uint32_t id, struct cursor *c)
 {
 	struct statvfs st;
 	struct handle *h;
+	uint64_t fsid;
 	int r;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -1236,9 +1238,9 @@ process_ext_fstatvfs(uint32_t id, struct cursor *c)
 	    handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
-	if (fstatvfs(h->fd, &st) == -1)
+	if (fs_fstatvfs(h->fd, &st, &fsid) == -1)
 		return errno_to_status(errno);
-	return reply_statvfs(id, &st);
+	return reply_statvfs(id, &st, fsid);
 }
 
 /* uint32 id, string "hardlink@openssh.com", string old, string new */

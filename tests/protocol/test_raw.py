@@ -1753,6 +1753,40 @@ def test_ext_fstatvfs(ctx):
 
 
 @test
+def test_ext_statvfs_fsid_as_reference(ctx):
+    # The file system's id is statfs(2)'s two 32-bit words; OpenSSH's
+    # server on a 64-bit glibc system sends both, the first in the low
+    # half.  32-bit systems and musl keep only the first in statvfs(3).
+    # tmpfs and ext4 ids often have the high bit of a word set.
+    ctx.write("f", b"x")
+    paths = [p for p in (ctx.cwd, "/", "/dev/shm", "/run", "/proc",
+                         "/sys", "/dev") if os.path.isdir(p)]
+    answers = {}
+    for who, start in (("reference", ctx.reference), ("server", ctx.server)):
+        srv = start()
+        got = []
+        for p in paths:
+            got.append((p, parse_statvfs(expect_type(
+                srv.call(req_statvfs(p)), ExtendedReply,
+                "%s: statvfs %s" % (who, p)).data)["fsid"]))
+        h = srv.open("f", SSH_FXF_READ)
+        got.append(("fstatvfs f", parse_statvfs(expect_type(
+            srv.call(req_fstatvfs(h)), ExtendedReply,
+            "%s: fstatvfs" % who).data)["fsid"]))
+        answers[who] = got
+    bad = ["%s: expected %#x, got %#x" % (p, want, got)
+           for (p, want), (_, got) in zip(answers["reference"],
+                                          answers["server"]) if want != got]
+    expect(not bad, "; ".join(bad))
+    # The reference's own value, as this system's statvfs(3) gives it.
+    for p, fsid in answers["reference"][:-1]:
+        if struct.calcsize("P") == 8:
+            expect_eq("%s: the reference's fsid" % p, fsid,
+                      os.statvfs(p).f_fsid)
+    return "%d file systems" % len({f for _, f in answers["server"]})
+
+
+@test
 def test_ext_hardlink(ctx):
     ctx.write("a", b"A")
     ctx.write("b", b"B")
