@@ -51,11 +51,18 @@ sftp-server: $(OBJS)
 %.o: %.c $(HDRS)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-# A static binary, to copy into a chroot jail as it is.
+# A static binary, to copy into a chroot jail as it is: with musl when
+# musl-gcc is installed (Debian: musl-tools), else with $(CC).  musl reads
+# the jail's /etc/passwd and /etc/group itself, where a static glibc binary
+# would need glibc's shared NSS modules in the jail, and it is a sixth of
+# the size.
+MUSL_CC ?= musl-gcc
+STATIC_CC ?= $(if $(shell command -v $(MUSL_CC) 2>/dev/null),$(MUSL_CC),$(CC))
+
 static: sftp-server-static
 
 sftp-server-static: $(SRCS) $(HDRS)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -static -o $@ $(SRCS)
+	$(STATIC_CC) $(ALL_CFLAGS) $(LDFLAGS) -static -o $@ $(SRCS)
 
 run: sftp-server
 	sftp -D $(CURDIR)/sftp-server
