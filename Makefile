@@ -203,7 +203,10 @@ lint:
 APT_INSTALL = $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
 	--no-install-recommends
 
-deps: test-deps
+# What "make run" needs: a compiler, make and OpenSSH's client.
+deps:
+	$(SUDO) apt-get update
+	$(APT_INSTALL) gcc libc6-dev make openssh-client
 
 # What "make check" needs: the test tools, OpenSSH's server and its
 # sftp-server (the reference), the clients, the file systems, the packaging
