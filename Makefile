@@ -53,9 +53,9 @@ sftp-server: $(OBJS)
 
 # A static binary, to copy into a chroot jail as it is: with musl when
 # musl-gcc is installed (Debian: musl-tools), else with $(CC).  musl reads
-# the jail's /etc/passwd and /etc/group itself, where a static glibc binary
-# would need glibc's shared NSS modules in the jail, and it is a sixth of
-# the size.
+# the jail's /etc/passwd and /etc/group itself, where static glibc follows
+# the jail's nsswitch.conf (a module other than files needs glibc's shared
+# NSS modules there), and it is a sixth of the size.
 MUSL_CC ?= musl-gcc
 STATIC_CC ?= $(if $(shell command -v $(MUSL_CC) 2>/dev/null),$(MUSL_CC),$(CC))
 
