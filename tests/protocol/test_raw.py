@@ -544,6 +544,55 @@ def test_read_pipelined_whole_file(ctx):
 
 
 @test
+def test_dates_after_2038_as_reference(ctx):
+    # A 32-bit time_t ends in January 2038: there stat(2) of a later file
+    # fails with EOVERFLOW.  ATTRS carry times cut to 32 bits, as OpenSSH's
+    # server sends them, and long names show the year.
+    times = {"y2039": (1 << 31) + 400 * 86400, "y2106": (1 << 32) + 86400}
+    os.mkdir(ctx.path("d"))
+    for name, t in times.items():
+        ctx.write("d/" + name, b"x" * 5, mode=0o640, mtime=t)
+    try:
+        got = {n: os.stat(ctx.path("d", n)).st_mtime for n in times}
+    except OverflowError:
+        raise Skip("this system cannot date a file after 2038")
+    if got != times:
+        raise Skip("the file system keeps no dates after 2038: %r" % got)
+    answers = {}
+    for who, start in (("reference", ctx.reference), ("server", ctx.server)):
+        srv = start()
+        out = []
+        for n in sorted(times):
+            for label, req in (("STAT", req_stat("d/" + n)),
+                               ("LSTAT", req_lstat("d/" + n))):
+                r = expect_type(srv.call(req), AttrsReply,
+                                "%s: %s %s" % (who, label, n))
+                out.append(("%s %s" % (label, n), r.attrs))
+            h = srv.open("d/" + n, SSH_FXF_READ)
+            r = expect_type(srv.call(req_fstat(h)), AttrsReply,
+                            "%s: FSTAT %s" % (who, n))
+            out.append(("FSTAT " + n, r.attrs))
+        batches, end = srv.readdir_all(srv.opendir("d"))
+        expect_eq("%s: READDIR ends with" % who, end.code, SSH_FX_EOF)
+        for e in sorted((e for b in batches for e in b.entries
+                         if e.filename.decode() in times),
+                        key=lambda e: e.filename):
+            # The long name without the link count, which OpenSSH leaves
+            # out in READDIR.
+            out.append(("READDIR " + e.filename.decode(), e.attrs,
+                        e.longname.split()[2:]))
+        answers[who] = out
+    expect_eq("entries", len(answers["server"]), 8)
+    for want, got in zip(answers["reference"], answers["server"]):
+        expect_eq(got[0], got[1:], want[1:])
+    for label, attrs, *_ in answers["server"]:
+        n = label.split()[1]
+        expect_eq("%s: mtime" % label, attrs.mtime, times[n] & 0xffffffff)
+    return "mtime %s" % ", ".join("%s %s" % (n, time.strftime(
+        "%Y-%m-%d", time.gmtime(t))) for n, t in sorted(times.items()))
+
+
+@test
 def test_huge_offsets_match_reference(ctx):
     # OpenSSH seeks with lseek(2), which fails (EINVAL -> BAD_MESSAGE)
     # beyond the file system's largest file; compare on the same files.
