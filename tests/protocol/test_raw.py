@@ -1909,9 +1909,16 @@ def test_ext_expand_path(ctx):
     srv = ctx.server()
     cwd = ctx.cwd
     root_home = os.path.realpath(pwd.getpwnam("root").pw_dir)
-    for arg, want in (("~", cwd), ("~/x", cwd + "/x"), ("~/", cwd),
-                      ("~/d/../x", cwd + "/x"), ("", cwd), ("x", cwd + "/x"),
-                      ("~root/x", os.path.join(root_home, "x"))):
+    cases = [("~", cwd), ("~/x", cwd + "/x"), ("~/", cwd),
+             ("~/d/../x", cwd + "/x"), ("", cwd), ("x", cwd + "/x")]
+    if os.access(root_home, os.X_OK):
+        cases.append(("~root/x", os.path.join(root_home, "x")))
+    else:
+        # Not root: root's home (0700) cannot be searched, as for OpenSSH.
+        expect_status(srv.call(req_expand_path("~root/x")),
+                      SSH_FX_PERMISSION_DENIED,
+                      "expand-path '~root/x', root's home not searchable")
+    for arg, want in cases:
         expect_name1(srv.call(req_expand_path(arg)), want,
                      "expand-path %r" % arg)
     reply = srv.call(req_expand_path("~nosuchuserxyz/x"))
