@@ -158,9 +158,10 @@ check-cross: sftp-server-static
 	STATIC_CC="$(STATIC_CC)" UNIT_TESTS="$(UNIT_TESTS)" PYTHON=$(PYTHON) \
 	    tests/cross/run-cross.sh $(CROSS_ARCHS) musl
 
-# Install and uninstall, reproducible and hardened builds, the Debian package.
+# Install and uninstall, reproducible and hardened builds, the Debian package
+# (its build-time tests, an armhf cross build) and the RPM.
 package-check:
-	tests/packaging/run-package.sh
+	UNIT_TESTS="$(UNIT_TESTS)" tests/packaging/run-package.sh
 
 check: all lint unit integration integration-asan check-cross fuzz-check \
 	package-check check-fs-quick check-gluster
