@@ -63,29 +63,16 @@ chmod 0755 "$T"
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 
-triplet() {
-    case $1 in
-    i386) echo i686-linux-gnu ;;
-    armhf) echo arm-linux-gnueabihf ;;
-    arm64) echo aarch64-linux-gnu ;;
-    s390x) echo s390x-linux-gnu ;;
-    esac
-}
-# multiarch ARCH: where Debian multiarch puts the architecture's libraries
-multiarch() {
-    case $1 in
-    i386) echo i386-linux-gnu ;;
-    *) triplet "$1" ;;
-    esac
-}
-qemu_of() {
-    case $1 in
-    i386) echo qemu-i386-static ;;
-    armhf) echo qemu-arm-static ;;
-    arm64) echo qemu-aarch64-static ;;
-    s390x) echo qemu-s390x-static ;;
-    esac
-}
+# Each architecture: its cross compiler's prefix, the directory of its
+# libraries under Debian multiarch, and its qemu-user.
+ARCHS="i386 i686-linux-gnu i386-linux-gnu qemu-i386-static
+armhf arm-linux-gnueabihf arm-linux-gnueabihf qemu-arm-static
+arm64 aarch64-linux-gnu aarch64-linux-gnu qemu-aarch64-static
+s390x s390x-linux-gnu s390x-linux-gnu qemu-s390x-static"
+arch_field() { printf '%s\n' "$ARCHS" | awk -v a="$1" -v n="$2" '$1 == a { print $n }'; }
+triplet() { arch_field "$1" 2; }
+multiarch() { arch_field "$1" 3; }
+qemu_of() { arch_field "$1" 4; }
 
 # suites NAME SERVER SUITES [ENV...]: tests/run-all.sh, its lines but the
 # "ok" ones, each closing line added up

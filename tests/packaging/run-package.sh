@@ -296,13 +296,18 @@ package_tests() {
     autopkgtest_tests "$deb" "$P1"
 }
 
+# installed_here: the package is installed on this machine already
+installed_here() {
+    dpkg-query -W -f '${Status}' "$PKG" 2>/dev/null | grep -q 'installed$'
+}
+
 install_tests() {
     local deb=$1 f left
     if [ "$(id -u)" -ne 0 ]; then
         skip "dpkg -i" "not root"
         return
     fi
-    if dpkg-query -W -f '${Status}' "$PKG" 2>/dev/null | grep -q 'installed$'; then
+    if installed_here; then
         skip "dpkg -i" "$PKG is already installed on this machine: left alone"
         return
     fi
@@ -358,7 +363,7 @@ autopkgtest_tests() {
         skip "autopkgtest" "needs root and autopkgtest"
         return
     fi
-    if dpkg-query -W -f '${Status}' "$PKG" 2>/dev/null | grep -q 'installed$'; then
+    if installed_here; then
         skip "autopkgtest" "$PKG is already installed on this machine: left alone"
         return
     fi
