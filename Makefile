@@ -38,8 +38,9 @@ UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attr
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all asan static run check check-build check-fast check-fs check-fs-quick \
-	check-gluster check-openssh-regress unit integration integration-asan \
+.PHONY: all asan static run check check-build check-fast check-fs \
+	check-fs-quick check-gluster check-openssh-regress unit integration \
+	integration-asan \
 	package-check fuzz fuzz-run fuzz-check deps test-deps install \
 	uninstall clean lint
 
@@ -58,11 +59,23 @@ sftp-server: $(OBJS)
 # NSS modules there), and it is a sixth of the size.
 MUSL_CC ?= musl-gcc
 STATIC_CC ?= $(if $(shell command -v $(MUSL_CC) 2>/dev/null),$(MUSL_CC),$(CC))
+# musl-gcc sees musl's headers only; the kernel's (linux/, asm/,
+# asm-generic/: system calls without a libc wrapper) come from the system's
+# linux-libc-dev through a directory of links.
+MUSL_INC = build/musl-include
+STATIC_INC = $(if $(findstring musl,$(STATIC_CC)),-isystem $(MUSL_INC))
 
 static: sftp-server-static
 
-sftp-server-static: $(SRCS) $(HDRS)
-	$(STATIC_CC) $(ALL_CFLAGS) $(LDFLAGS) -static -o $@ $(SRCS)
+sftp-server-static: $(SRCS) $(HDRS) | $(if $(STATIC_INC),$(MUSL_INC))
+	$(STATIC_CC) $(STATIC_INC) $(ALL_CFLAGS) $(LDFLAGS) -static -o $@ \
+	    $(SRCS)
+
+$(MUSL_INC):
+	mkdir -p $@
+	ln -sfn /usr/include/linux $@/linux
+	ln -sfn /usr/include/asm-generic $@/asm-generic
+	ln -sfn /usr/include/$$($(CC) -print-multiarch)/asm $@/asm
 
 run: sftp-server
 	sftp -D $(CURDIR)/sftp-server
