@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -67,7 +68,6 @@ def emulator():
 def static_binary(path):
     """Whether path is an ELF executable without a program interpreter:
     statically linked, so that an LD_PRELOAD library never loads into it."""
-    import struct
     try:
         with open(path, "rb") as f:
             head = f.read(64)
