@@ -171,7 +171,7 @@ arch() {
         chmod 0755 "$T/$a/sftp-server"
         case " $SUITES_QEMU " in
         *" confine "*) ;;
-        *) skip "$a suite confine" "-r needs openat2(2), which $q does not emulate; the i386 build runs it natively" ;;
+        *) skip "$a suite confine" "-r needs openat2(2), which $q does not emulate; the builds that run natively take the confinement suite" ;;
         esac
         suites "$a" "$T/$a/sftp-server" "$SUITES_QEMU" SFTP_EMULATED="$q"
     fi
