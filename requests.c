@@ -1494,9 +1494,11 @@ copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
  * uint64 read-from-offset, uint64 read-data-length,
  * string write-to-handle, uint64 write-to-offset
  *
- * Length 0 copies to end of file.  The same handle, the same path or (as
- * OpenSSH 10.4) the same file on both sides is refused: the copy would read
- * what it writes.
+ * Length 0 copies to end of file.  The same handle, the same path or the
+ * same file under another name on both sides is refused: the copy would
+ * read what it writes.  As OpenSSH 10.4, a bad handle (closed, unknown or a
+ * directory's) is "no such file", where 9.2 answered "failure", and both
+ * that and the same file under another name are logged as errors.
  */
 static uint32_t
 process_ext_copy_data(uint32_t id, struct cursor *c)
@@ -1518,13 +1520,20 @@ process_ext_copy_data(uint32_t id, struct cursor *c)
 	    handle_index(rh), (unsigned long long)roff,
 	    (unsigned long long)rlen, handle_name(wh), handle_index(wh),
 	    (unsigned long long)woff);
-	if (rh == NULL || wh == NULL || rh == wh ||
-	    strcmp(rh->path, wh->path) == 0)
+	if (rh == NULL || wh == NULL) {
+		error("process_extended_copy_data: invalid %s handle",
+		    rh == NULL ? "read" : "write");
+		return SSH_FX_NO_SUCH_FILE;
+	}
+	if (rh == wh || strcmp(rh->path, wh->path) == 0)
 		return SSH_FX_FAILURE;
 	if (fstat(rh->fd, &rst) == -1 || fstat(wh->fd, &wst) == -1)
 		return errno_to_status(errno);
-	if (rst.st_dev == wst.st_dev && rst.st_ino == wst.st_ino)
+	if (rst.st_dev == wst.st_dev && rst.st_ino == wst.st_ino) {
+		error("process_extended_copy_data: read and write handles "
+		    "refer to the same file");
 		return SSH_FX_FAILURE;
+	}
 	if (roff > (uint64_t)INT64_MAX || woff > (uint64_t)INT64_MAX ||
 	    rlen > (uint64_t)INT64_MAX - roff)
 		return SSH_FX_BAD_MESSAGE;

@@ -13,8 +13,8 @@ Some tests deliberately expect something other than what OpenSSH 9.2's
 server does, and fail against it: unknown_packet_type (OP_UNSUPPORTED
 instead of silence), malformed_* (BAD_MESSAGE instead of an exit),
 stale_handle_after_reuse (handles are never reused),
-ext_copy_data_same_inode_other_path (as OpenSSH 10.4) and
-ext_home_directory* (as OpenSSH 9.8).
+ext_copy_data_same_inode_other_path and ext_copy_data_bad_handles_no_such_file
+(as OpenSSH 10.4) and ext_home_directory* (as OpenSSH 9.8).
 
 Usage: test_raw.py [NAME-SUBSTRING ...]
 Prints one line per test, then "N passed, M failed[, K skipped]"; exits 1
@@ -1963,43 +1963,92 @@ def test_ext_copy_data_partial(ctx):
                       SSH_FX_OK, "copy-data of %d at %d, at or past the "
                       "source's end" % (rlen, roff))
     expect_eq("dst", ctx.read("dst"), b"01defgh789\0\0uvwxyz")
-    expect_status(srv.call(req_copy_data(hr, 0, 3, b"bogus", 0)),
-                  SSH_FX_FAILURE, "copy-data to a bad handle")
-    expect_status(srv.call(req_copy_data(b"bogus", 0, 3, hw, 0)),
-                  SSH_FX_FAILURE, "copy-data from a bad handle")
+
+
+def error_lines(srv, text):
+    """The lines the server (-e, level ERROR) logged that contain text."""
+    return [line for line in srv.stderr_output().splitlines()
+            if text in line]
+
+
+@test
+def test_ext_copy_data_bad_handles_no_such_file(ctx):
+    # As OpenSSH 10.4 (9.2 answered FAILURE and logged nothing): an
+    # unknown, closed or directory handle on either side is NO_SUCH_FILE,
+    # with an ERROR line that says which side.
+    ctx.write("src", b"abcdefghij")
+    os.mkdir(ctx.path("d"))
+    srv = ctx.server(["-e"])
+    hr = srv.open("src", SSH_FXF_READ)
+    hw = srv.open("dst", SSH_FXF_WRITE | SSH_FXF_CREAT)
+    closed = srv.open("src", SSH_FXF_READ)
+    expect_status(srv.close_handle(closed), SSH_FX_OK, "CLOSE")
+    hd = srv.opendir("d")
+    for label, bad in (("an unknown", b"bogus"), ("a closed", closed),
+                       ("a directory", hd)):
+        expect_status(srv.call(req_copy_data(hr, 0, 3, bad, 0)),
+                      SSH_FX_NO_SUCH_FILE, "copy-data to %s handle" % label)
+        expect_status(srv.call(req_copy_data(bad, 0, 3, hw, 0)),
+                      SSH_FX_NO_SUCH_FILE,
+                      "copy-data from %s handle" % label)
+    expect_status(srv.call(req_copy_data(closed, 0, 3, closed, 0)),
+                  SSH_FX_NO_SUCH_FILE, "copy-data from and to a closed handle")
+    expect_alive(srv, "after copy-data of bad handles")
+    expect_eq("exit status", srv.close(), 0)
+    expect_eq("dst", ctx.read("dst"), b"")
+    expect_eq("ERROR lines for the write side", len(error_lines(
+        srv, b"process_extended_copy_data: invalid write handle")), 3)
+    expect_eq("ERROR lines for the read side", len(error_lines(
+        srv, b"process_extended_copy_data: invalid read handle")), 4)
 
 
 @test
 def test_ext_copy_data_same_handle(ctx):
     ctx.write("f", b"0123456789")
-    srv = ctx.server()
+    srv = ctx.server(["-e"])
     h = srv.open("f", SSH_FXF_READ | SSH_FXF_WRITE)
     expect_status(srv.call(req_copy_data(h, 0, 5, h, 5)), SSH_FX_FAILURE,
                   "copy-data with one handle for read and write")
     expect_eq("file contents", ctx.read("f"), b"0123456789")
+    expect_eq("exit status", srv.close(), 0)
+    expect_eq("ERROR lines", error_lines(srv, b"copy_data"), [])
 
 
 @test
 def test_ext_copy_data_same_path_two_handles(ctx):
     ctx.write("f", b"0123456789")
-    srv = ctx.server()
+    srv = ctx.server(["-e"])
     hr = srv.open("f", SSH_FXF_READ)
     hw = srv.open("f", SSH_FXF_WRITE)
     expect_status(srv.call(req_copy_data(hr, 0, 5, hw, 5)), SSH_FX_FAILURE,
                   "copy-data between two handles on one path")
     expect_eq("file contents", ctx.read("f"), b"0123456789")
+    expect_eq("exit status", srv.close(), 0)
+    expect_eq("ERROR lines", error_lines(srv, b"copy_data"), [])
 
 
 @test
 def test_ext_copy_data_same_inode_other_path(ctx):
+    # As OpenSSH 10.4 (9.2 copied, reading what it wrote): the same file
+    # under another name, a hard link, a symbolic link or another spelling
+    # of the path, is FAILURE with an ERROR line.
     ctx.write("f", b"0123456789")
     os.link(ctx.path("f"), ctx.path("g"))
-    srv = ctx.server()
+    os.symlink("f", ctx.path("s"))
+    srv = ctx.server(["-e"])
     hr = srv.open("f", SSH_FXF_READ)
-    hw = srv.open("./g", SSH_FXF_WRITE)
-    expect_status(srv.call(req_copy_data(hr, 0, 5, hw, 5)), SSH_FX_FAILURE,
-                  "copy-data between two names of one file")
+    for name in ("./g", "s", "./f", ctx.path("f")):
+        hw = srv.open(name, SSH_FXF_WRITE)
+        expect_status(srv.call(req_copy_data(hr, 0, 5, hw, 5)),
+                      SSH_FX_FAILURE, "copy-data from f to %s" % name)
+        expect_status(srv.call(req_copy_data(hw, 0, 0, hr, 0)),
+                      SSH_FX_FAILURE, "copy-data from %s to f" % name)
+        expect_status(srv.close_handle(hw), SSH_FX_OK, "CLOSE")
     expect_eq("file contents", ctx.read("f"), b"0123456789")
+    expect_eq("exit status", srv.close(), 0)
+    expect_eq("ERROR lines", len(error_lines(
+        srv, b"process_extended_copy_data: read and write handles refer "
+        b"to the same file")), 8)
 
 
 @test
