@@ -12,7 +12,11 @@ CFLAGS ?= -O2 -g
 WERROR ?= -Werror
 WARNINGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wformat=2 -Wvla $(WERROR)
-STD = -std=c11 -D_DEFAULT_SOURCE
+# 64-bit off_t and time_t on 32-bit systems: files over 2 GiB, offsets up
+# to 2^63 and dates after 2038, as on 64-bit ones.  _TIME_BITS takes effect
+# with glibc 2.34 or later; other libcs ignore it (musl's time_t is 64-bit).
+LARGE = -D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64
+STD = -std=c11 -D_DEFAULT_SOURCE $(LARGE)
 # Build paths out of the debug info: the same binary from any directory.
 PATHMAP = -ffile-prefix-map=$(CURDIR)=.
 ALL_CFLAGS = $(STD) $(WARNINGS) $(PATHMAP) $(CPPFLAGS) $(CFLAGS)
@@ -38,9 +42,10 @@ UNIT_HDRS = tests/unit/unit.h tests/lib/packet_test.h
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all asan static run check check-fast check-fs check-fs-quick \
-	check-gluster check-openssh-regress unit integration integration-asan \
-	package-check fuzz fuzz-run fuzz-check deps install \
+.PHONY: all asan static run check check-build check-fast check-fs \
+	check-fs-quick check-gluster check-openssh-regress unit integration \
+	integration-asan \
+	package-check fuzz fuzz-run fuzz-check deps test-deps install \
 	uninstall clean lint
 
 all: sftp-server
@@ -51,11 +56,30 @@ sftp-server: $(OBJS)
 %.o: %.c $(HDRS)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-# A static binary, to copy into a chroot jail as it is.
+# A static binary, to copy into a chroot jail as it is: with musl when
+# musl-gcc is installed (Debian: musl-tools), else with $(CC).  musl reads
+# the jail's /etc/passwd and /etc/group itself, where static glibc follows
+# the jail's nsswitch.conf (a module other than files needs glibc's shared
+# NSS modules there), and it is a sixth of the size.
+MUSL_CC ?= musl-gcc
+STATIC_CC ?= $(if $(shell command -v $(MUSL_CC) 2>/dev/null),$(MUSL_CC),$(CC))
+# musl-gcc sees musl's headers only; the kernel's (linux/, asm/,
+# asm-generic/: system calls without a libc wrapper) come from the system's
+# linux-libc-dev through a directory of links.
+MUSL_INC = build/musl-include
+STATIC_INC = $(if $(findstring musl,$(STATIC_CC)),-isystem $(MUSL_INC))
+
 static: sftp-server-static
 
-sftp-server-static: $(SRCS) $(HDRS)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -static -o $@ $(SRCS)
+sftp-server-static: $(SRCS) $(HDRS) | $(if $(STATIC_INC),$(MUSL_INC))
+	$(STATIC_CC) $(STATIC_INC) $(ALL_CFLAGS) $(LDFLAGS) -static -o $@ \
+	    $(SRCS)
+
+$(MUSL_INC):
+	mkdir -p $@
+	ln -sfn /usr/include/linux $@/linux
+	ln -sfn /usr/include/asm-generic $@/asm-generic
+	ln -sfn /usr/include/$$($(CC) -print-multiarch)/asm $@/asm
 
 run: sftp-server
 	sftp -D $(CURDIR)/sftp-server
@@ -122,12 +146,62 @@ fuzz-run: $(FUZZERS)
 fuzz-check: $(FUZZERS)
 	tests/fuzz/run-fuzz.sh
 
-# Install and uninstall, reproducible and hardened builds, the Debian package.
-package-check:
-	tests/packaging/run-package.sh
+# Other architectures, with Debian's cross compilers (gcc-TRIPLET): the
+# server, static, and the unit tests (linked with the architecture's
+# libcmocka from Debian multiarch) in build/ARCH/.  The rules are made from
+# LIB_SRCS, HDRS and UNIT_TESTS, so new sources and tests come along.
+CROSS_ARCHS = i386 armhf arm64 s390x
+CROSS_i386 = i686-linux-gnu
+CROSS_armhf = arm-linux-gnueabihf
+CROSS_arm64 = aarch64-linux-gnu
+CROSS_s390x = s390x-linux-gnu
+CROSS_CFLAGS = -O2 -g
+# As the native unit tests (SANFLAGS), which some warnings depend on.
+CROSS_UNIT_CFLAGS = -O1 -g
+CROSS_UNIT = tests/cross/unit_skip.c
 
-check: all lint unit integration integration-asan fuzz-check package-check \
-	check-fs-quick check-gluster
+define cross_rules
+build/$(1)/sftp-server: $$(SRCS) $$(HDRS)
+	@mkdir -p $$(@D)
+	$$(CROSS_$(1))-gcc $$(STD) $$(WARNINGS) $$(PATHMAP) $$(CROSS_CFLAGS) \
+	    -static -o $$@ $$(SRCS)
+
+build/$(1)/test_%: tests/unit/test_%.c $$(CROSS_UNIT) $$(UNIT_LIB) \
+    $$(UNIT_HDRS) $$(SRCS) $$(HDRS)
+	@mkdir -p $$(@D)
+	$$(CROSS_$(1))-gcc $$(STD) $$(WARNINGS) $$(CROSS_UNIT_CFLAGS) -o $$@ $$< \
+	    $$(UNIT_LIB) $$(CROSS_UNIT) -lcmocka
+
+build/$(1)/test_requests: tests/unit/test_requests.c $$(CROSS_UNIT) \
+    $$(UNIT_LIB) $$(UNIT_HDRS) $$(SRCS) $$(HDRS)
+	@mkdir -p $$(@D)
+	$$(CROSS_$(1))-gcc $$(STD) $$(WARNINGS) $$(CROSS_UNIT_CFLAGS) -o $$@ $$< \
+	    $$(REQUESTS_TEST_SRCS) $$(UNIT_LIB) $$(CROSS_UNIT) -lcmocka
+
+cross-$(1): build/$(1)/sftp-server
+cross-unit-$(1): $$(UNIT_TESTS:tests/unit/%=build/$(1)/%)
+endef
+$(foreach a,$(CROSS_ARCHS),$(eval $(call cross_rules,$(a))))
+
+.PHONY: cross check-cross $(CROSS_ARCHS:%=cross-%) \
+	$(CROSS_ARCHS:%=cross-unit-%)
+cross: $(CROSS_ARCHS:%=cross-%) $(CROSS_ARCHS:%=cross-unit-%)
+
+# Each architecture's unit tests and server, run natively where the kernel
+# can (i386 on x86-64) and under qemu-user otherwise, with protocol suites
+# that need no sshd; and the suites against make static's musl build.
+# About two minutes on two cores.
+check-cross: sftp-server-static
+	STATIC_CC="$(STATIC_CC)" UNIT_TESTS="$(UNIT_TESTS)" PYTHON=$(PYTHON) \
+	    tests/cross/run-cross.sh $(CROSS_ARCHS) musl
+
+# Install and uninstall, reproducible and hardened builds, the Debian package
+# (its build-time tests, an armhf cross build) and the RPM.
+package-check:
+	UNIT_TESTS="$(UNIT_TESTS)" tests/packaging/run-package.sh
+
+check: all lint unit integration integration-asan check-cross fuzz-check \
+	package-check check-fs-quick check-gluster
 
 # The file-system matrix (needs root): the protocol, sftp, confinement and
 # hostile suites again on ext4, xfs, btrfs, overlayfs, tmpfs, FUSE and
@@ -149,6 +223,16 @@ check-gluster: sftp-server
 check-openssh-regress: sftp-server
 	tests/sshd/run-openssh-regress.sh "$(OPENSSH_TREE)" $(CURDIR)/sftp-server
 
+# What a package build runs (dh_auto_test, rpm's %check): the unit tests,
+# without sanitizers (not every architecture has them), and protocol suites
+# that need neither root nor a network; as another user they skip what
+# needs root, saying why.  fakeroot is left out: its chown and chmod are
+# not the kernel's, for the server either.
+check-build: SANFLAGS = -O1 -g
+check-build: all unit
+	env -u LD_PRELOAD -u FAKEROOTKEY SUITES="raw confine guarantees sftp" \
+	    PYTHON=$(PYTHON) tests/run-all.sh $(CURDIR)/sftp-server
+
 # The edit-compile-test loop: unit tests and the protocol suites, under a
 # minute.
 check-fast: all lint unit
@@ -164,14 +248,33 @@ lint:
 	    $(SRCS) $(HDRS) bench/*.c | grep -vE '(snprintf|vsnprintf)\(' || \
 	    { echo "banned call"; exit 1; }
 
+APT_INSTALL = $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+	--no-install-recommends
+
+# What "make run" needs: a compiler, make and OpenSSH's client.
 deps:
 	$(SUDO) apt-get update
-	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-	    build-essential clang libcmocka-dev openssh-client openssh-server \
-	    openssh-sftp-server python3 python3-paramiko python3-asyncssh \
-	    mandoc lftp curl valgrind strace libclang-rt-14-dev debhelper devscripts \
-	    lintian dpkg-dev fakeroot e2fsprogs xfsprogs btrfs-progs bindfs fuse3 \
-	    glusterfs-server glusterfs-client iproute2
+	$(APT_INSTALL) gcc libc6-dev make openssh-client
+
+# What "make check" needs: the test tools, OpenSSH's server and its
+# sftp-server (the reference), the clients, the file systems, the packaging
+# tools, and for check-cross the cross compilers, each architecture's
+# libcmocka (Debian multiarch: the architectures are added to dpkg),
+# qemu-user and musl.
+CROSS_PKGS = $(foreach a,$(CROSS_ARCHS),gcc-$(CROSS_$(a)) \
+	libc6-dev-$(a)-cross libcmocka-dev:$(a)) \
+	crossbuild-essential-armhf qemu-user-static musl-tools
+
+test-deps:
+	for a in $(CROSS_ARCHS); do $(SUDO) dpkg --add-architecture $$a; done
+	$(SUDO) apt-get update
+	$(APT_INSTALL) \
+	    build-essential gcc make clang libcmocka-dev openssh-client \
+	    openssh-server openssh-sftp-server python3 python3-paramiko \
+	    python3-asyncssh mandoc lftp curl valgrind strace \
+	    libclang-rt-14-dev debhelper devscripts lintian dpkg-dev fakeroot \
+	    autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 \
+	    glusterfs-server glusterfs-client iproute2 $(CROSS_PKGS)
 
 install: sftp-server
 	$(INSTALL) -d $(DESTDIR)$(libexecdir) $(DESTDIR)$(mandir)/man8
@@ -183,5 +286,6 @@ uninstall:
 	    $(DESTDIR)$(mandir)/man8/sftp-server.8
 
 clean:
+	rm -rf build
 	rm -f sftp-server sftp-server-asan sftp-server-static $(OBJS) $(UNIT_TESTS) \
 	    $(BENCH_PROGS) $(FUZZERS)

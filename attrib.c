@@ -15,6 +15,16 @@
 
 #include "attrib.h"
 
+/*
+ * Dates after 2038 need a 64-bit time_t, which the Makefile asks for on
+ * 32-bit systems (_TIME_BITS=64).  Only glibc before 2.34 cannot give one.
+ */
+#if !defined(__GLIBC__) || __GLIBC__ > 2 || \
+    (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)
+_Static_assert(sizeof(time_t) == 8, "time_t must be 64-bit: build with "
+    "-D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64");
+#endif
+
 #define NAME_CACHE	64
 #define NAME_LEN	64
 

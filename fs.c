@@ -914,15 +914,33 @@ fs_stat_entry(int dirfd, const char *name, struct stat *st)
 }
 
 int
-fs_statvfs(const char *path, struct statvfs *st)
+fs_fstatvfs(int fd, struct statvfs *st, uint64_t *fsid)
+{
+	struct statfs sf;
+	uint32_t word[2];
+
+	_Static_assert(sizeof sf.f_fsid == sizeof word,
+	    "statfs(2)'s f_fsid is two 32-bit words");
+	if (fstatvfs(fd, st) == -1 || fstatfs(fd, &sf) == -1)
+		return -1;
+	memcpy(word, &sf.f_fsid, sizeof word);
+	*fsid = (uint64_t)word[0] | (uint64_t)word[1] << 32;
+	return 0;
+}
+
+int
+fs_statvfs(const char *path, struct statvfs *st, uint64_t *fsid)
 {
 	int fd, r;
 
-	if (!fs_confined())
-		return statvfs(path, st);
-	if ((fd = jail_open(path, O_PATH, 0)) == -1)
+	/* One lookup, so that both calls describe the same file system. */
+	if (fs_confined())
+		fd = jail_open(path, O_PATH, 0);
+	else
+		fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd == -1)
 		return -1;
-	r = fstatvfs(fd, st);
+	r = fs_fstatvfs(fd, st, fsid);
 	close_keep_errno(fd);
 	return r;
 }

@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 /*
@@ -70,7 +71,15 @@ int	fs_stat(const char *, struct stat *, int follow);
  * confining directory, its own, since its parent is not the client's to see.
  */
 int	fs_stat_entry(int dirfd, const char *name, struct stat *);
-int	fs_statvfs(const char *, struct statvfs *);
+/*
+ * statvfs(3) of a path, or of an open file, and the file system's id in
+ * full: statfs(2)'s two 32-bit words, the first in the low half, which is
+ * what statvfs(3)'s f_fsid holds with glibc on 64-bit systems and what
+ * OpenSSH's server sends there.  f_fsid itself keeps only the first word
+ * on 32-bit systems and with musl.
+ */
+int	fs_statvfs(const char *, struct statvfs *, uint64_t *fsid);
+int	fs_fstatvfs(int fd, struct statvfs *, uint64_t *fsid);
 ssize_t	fs_readlink(const char *, char *, size_t);
 
 int	fs_unlink(const char *);

@@ -1204,7 +1204,7 @@ process_ext_posix_rename(uint32_t id, struct cursor *c)
 }
 
 static uint32_t
-reply_statvfs(uint32_t id, const struct statvfs *st)
+reply_statvfs(uint32_t id, const struct statvfs *st, uint64_t fsid)
 {
 	struct reply rep;
 	uint64_t flag;
@@ -1221,7 +1221,7 @@ reply_statvfs(uint32_t id, const struct statvfs *st)
 	queued(pkt_put_u64(oq, st->f_files));
 	queued(pkt_put_u64(oq, st->f_ffree));
 	queued(pkt_put_u64(oq, st->f_favail));
-	queued(pkt_put_u64(oq, st->f_fsid));
+	queued(pkt_put_u64(oq, fsid));
 	queued(pkt_put_u64(oq, flag));
 	queued(pkt_put_u64(oq, st->f_namemax));
 	return reply_end(&rep);
@@ -1232,15 +1232,16 @@ static uint32_t
 process_ext_statvfs(uint32_t id, struct cursor *c)
 {
 	struct statvfs st;
+	uint64_t fsid;
 	int r;
 
 	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
 		return PARSE_ERROR;
 	debug3("request %u: statvfs", id);
 	logit("statvfs \"%s\"", path1);
-	if (fs_statvfs(path1, &st) == -1)
+	if (fs_statvfs(path1, &st, &fsid) == -1)
 		return errno_to_status(errno);
-	return reply_statvfs(id, &st);
+	return reply_statvfs(id, &st, fsid);
 }
 
 /* uint32 id, string "fstatvfs@openssh.com", string handle */
@@ -1249,6 +1250,7 @@ process_ext_fstatvfs(uint32_t id, struct cursor *c)
 {
 	struct statvfs st;
 	struct handle *h;
+	uint64_t fsid;
 	int r;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -1258,9 +1260,9 @@ process_ext_fstatvfs(uint32_t id, struct cursor *c)
 	    handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
-	if (fstatvfs(h->fd, &st) == -1)
+	if (fs_fstatvfs(h->fd, &st, &fsid) == -1)
 		return errno_to_status(errno);
-	return reply_statvfs(id, &st);
+	return reply_statvfs(id, &st, fsid);
 }
 
 /* uint32 id, string "hardlink@openssh.com", string old, string new */
@@ -1452,9 +1454,11 @@ copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
  * uint64 read-from-offset, uint64 read-data-length,
  * string write-to-handle, uint64 write-to-offset
  *
- * Length 0 copies to end of file.  The same handle, the same path or (as
- * OpenSSH 10.4) the same file on both sides is refused: the copy would read
- * what it writes.
+ * Length 0 copies to end of file.  The same handle, the same path or the
+ * same file under another name on both sides is refused: the copy would
+ * read what it writes.  As OpenSSH 10.4, a bad handle (closed, unknown or a
+ * directory's) is "no such file", where 9.2 answered "failure", and both
+ * that and the same file under another name are logged as errors.
  */
 static uint32_t
 process_ext_copy_data(uint32_t id, struct cursor *c)
@@ -1476,13 +1480,20 @@ process_ext_copy_data(uint32_t id, struct cursor *c)
 	    handle_index(rh), (unsigned long long)roff,
 	    (unsigned long long)rlen, handle_name(wh), handle_index(wh),
 	    (unsigned long long)woff);
-	if (rh == NULL || wh == NULL || rh == wh ||
-	    strcmp(rh->path, wh->path) == 0)
+	if (rh == NULL || wh == NULL) {
+		error("process_extended_copy_data: invalid %s handle",
+		    rh == NULL ? "read" : "write");
+		return SSH_FX_NO_SUCH_FILE;
+	}
+	if (rh == wh || strcmp(rh->path, wh->path) == 0)
 		return SSH_FX_FAILURE;
 	if (fstat(rh->fd, &rst) == -1 || fstat(wh->fd, &wst) == -1)
 		return errno_to_status(errno);
-	if (rst.st_dev == wst.st_dev && rst.st_ino == wst.st_ino)
+	if (rst.st_dev == wst.st_dev && rst.st_ino == wst.st_ino) {
+		error("process_extended_copy_data: read and write handles "
+		    "refer to the same file");
 		return SSH_FX_FAILURE;
+	}
 	if (roff > (uint64_t)INT64_MAX || woff > (uint64_t)INT64_MAX ||
 	    rlen > (uint64_t)INT64_MAX - roff)
 		return SSH_FX_BAD_MESSAGE;

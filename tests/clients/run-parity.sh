@@ -439,6 +439,22 @@ both cp "-e -l DEBUG1" "$T/b.cp"
 check "cp: the copy has the content" test "$(cat "$W/r/copy" 2>&1)" = "remote file" -- "remote file" "$(cat "$W/r/copy" 2>&1)"
 check "cp: sent as copy-data" has cp.test log '^debug1: request [0-9]+: copy-data from "[^"]*/r/file" \(handle [0-9]+\) off 0 len 0 to "[^"]*/r/copy" \(handle [0-9]+\) off 0$' -- \
     "debug1: request N: copy-data from ... to ..." "$(oneline "$RES/cp.test.log")"
+# Onto the same file under another name: OpenSSH 10.4 refuses it with an
+# ERROR line, which this server follows; the reference, 9.2, copies.
+printf -- '-cp file hard\n-cp file soft\n' > "$T/b.cp-same"
+same_file() { ln "$W/r/file" "$W/r/hard"; ln -s file "$W/r/soft"; }
+both cp-same "-e" "$T/b.cp-same" same_file
+check "cp onto a hard link of itself: Failure (as OpenSSH 10.4)" has cp-same.test err '^Couldn.t copy file "[^"]*/r/file" to "[^"]*/r/hard": Failure$' -- \
+    "Couldn't copy file .../file to .../hard: Failure" "$(oneline "$RES/cp-same.test.err")"
+check "cp onto a symbolic link to itself: Failure (as OpenSSH 10.4)" has cp-same.test err '^Couldn.t copy file "[^"]*/r/file" to "[^"]*/r/soft": Failure$' -- \
+    "Couldn't copy file .../file to .../soft: Failure" "$(oneline "$RES/cp-same.test.err")"
+check "cp onto itself under another name: two ERROR lines (as OpenSSH 10.4)" \
+    test "$(tr -d '\r' < "$RES/cp-same.test.log" | grep -cx 'process_extended_copy_data: read and write handles refer to the same file')" = 2 -- \
+    "two lines 'process_extended_copy_data: read and write handles refer to the same file'" "$(oneline "$RES/cp-same.test.log")"
+if [ "$HAVE_REF" = 1 ]; then
+    printf '# cp onto itself, the reference %s: %s\n' "$REF" \
+        "$(tr -d '\r' < "$RES/cp-same.ref.err" | grep -c "^Couldn.t copy") of 2 refused"
+fi
 
 # users-groups-by-id (ls -l names)
 # As root, "file" is given to uid/gid 65534 (nobody); otherwise the names

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -53,6 +54,50 @@ def sanitized(binary):
     return (os.environ.get("SFTP_SANITIZED") == "1" or
             re.search(r"(asan|ubsan|msan|tsan|sanit)",
                       os.path.basename(binary)) is not None)
+
+
+def emulator():
+    """The emulator the server runs under, as $SFTP_EMULATED names it
+    (tests/cross/run-cross.sh sets it to qemu-ARCH-static), or None.  The
+    server's pid is then the emulator's: /proc/PID shows the emulator's
+    memory and descriptors, and the system calls qemu-user lacks (openat2)
+    fail with ENOSYS."""
+    return os.environ.get("SFTP_EMULATED") or None
+
+
+def static_binary(path):
+    """Whether path is an ELF executable without a program interpreter:
+    statically linked, so that an LD_PRELOAD library never loads into it."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF":
+                return False
+            wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+            if wide:
+                phoff, = struct.unpack_from(order + "Q", head, 32)
+                phentsize, phnum = struct.unpack_from(order + "HH", head, 54)
+            else:
+                phoff, = struct.unpack_from(order + "I", head, 28)
+                phentsize, phnum = struct.unpack_from(order + "HH", head, 42)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except (OSError, struct.error):
+        return False
+    types = [struct.unpack_from(order + "I", table, i * phentsize)[0]
+             for i in range(phnum)]
+    return 3 not in types     # PT_INTERP
+
+
+def preload_unusable(binary):
+    """Why an LD_PRELOAD shim cannot load into the server, or None."""
+    if emulator():
+        return "the server runs under %s: an x86-64 shim cannot load " \
+            "into it" % emulator()
+    if static_binary(binary):
+        return "%s is statically linked: LD_PRELOAD never loads into it" % \
+            os.path.basename(binary)
+    return None
 
 
 def private_dirty_kib(pid, binary):
@@ -156,6 +201,9 @@ def shim_library(source, prefix):
     """The LD_PRELOAD shim source built (once per run) into a temporary
     directory whose name starts with prefix, removed at exit; Skip without
     a C compiler ($CC, cc or gcc)."""
+    why = preload_unusable(sftpwire.server_argv()[0])
+    if why:
+        raise Skip(why)
     if source not in _SHIMS:
         _SHIMS[source] = _build_shim(source, prefix)
     if isinstance(_SHIMS[source], Skip):

@@ -7,10 +7,23 @@
 #      same tree, and from two copies at different paths;
 #   3. hardening: built with dpkg-buildflags, the binary is PIE, has RELRO,
 #      BIND_NOW, the stack protector and fortified functions;
-#   4. the Debian package (debian/): dpkg-buildpackage -us -uc -b, lintian
-#      (no error or warning), its file list, the same .deb from two copies,
-#      and, as root, dpkg -i next to openssh-sftp-server, a transfer through
-#      the installed server, then removal with nothing left.
+#   4. the Debian package (debian/): dpkg-buildpackage -us -uc -b, whose
+#      dh_auto_test runs the unit tests and the protocol suites (make
+#      check-build), lintian (no error or warning), its file list, the same
+#      .deb from two copies (the second built with nocheck), and, as root,
+#      dpkg -i next to openssh-sftp-server, a transfer through the installed
+#      server, then removal with nothing left;
+#   5. a cross build, dpkg-buildpackage -a armhf: an armhf package, clean
+#      for lintian, whose server passes the raw protocol suite under
+#      qemu-arm-static;
+#   6. with AUTOPKGTEST=1, as root: autopkgtest of the package with the
+#      null runner (debian/tests: the client and sshd suites against the
+#      installed server), about a minute and a half; then the package is
+#      purged;
+#   7. the RPM (rpm/fast-sftp-server.spec) with rpmbuild -ba (Debian's rpm,
+#      --nodeps: there is no RPM database of what is installed): %check
+#      runs make check-build, and the package holds the server, the manual
+#      page, the licence and the README, nothing else.
 #
 # Usage: tests/packaging/run-package.sh
 # As root, missing build tools (debhelper devscripts lintian dpkg-dev
@@ -28,6 +41,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 PKG=fast-sftp-server
 LIBEXEC=/usr/libexec/$PKG
+# The unit tests that dh_auto_test runs (from the Makefile).
+UNIT_TESTS=${UNIT_TESTS:-$(cd "$REPO" && ls tests/unit/test_*.c | sed 's/\.c$//')}
 
 export LC_ALL=C
 # from "make check": no make flags or compiler flags of the caller
@@ -35,6 +50,9 @@ unset MAKEFLAGS MFLAGS MAKELEVEL CFLAGS CPPFLAGS LDFLAGS DEB_BUILD_OPTIONS
 START=$SECONDS
 
 T=$(mktemp -d) || setup_failed "expected mktemp -d to work, got an error"
+# The package builds' tests run sessions as other users (nobody, a test
+# user), who must reach the server built in here.
+chmod 0755 "$T"
 INSTALLED=""
 cleanup() {
     if [ -n "$INSTALLED" ]; then
@@ -229,6 +247,10 @@ package_tests() {
         return
     fi
     pass "dpkg-buildpackage -us -uc -b"
+    # dh_auto_test: the unit tests and the suites, each with its closing line
+    got=$(grep -cE '^\[  PASSED  \] [0-9]+ test' "$T/p1.log")
+    check_eq "dh_auto_test: every unit test binary passed" "$(echo "$UNIT_TESTS" | wc -w)" "$got"
+    check_grep "dh_auto_test: the protocol suites passed (make check-build)" '^[1-9][0-9]* passed, 0 failed' "$T/p1.log"
     deb=$(ls "$T/p1/${PKG}_${version}_"*.deb 2>/dev/null | head -1)
     changes=$(ls "$T/p1/${PKG}_${version}_"*.changes 2>/dev/null | head -1)
     if [ -z "$deb" ] || [ -z "$changes" ]; then
@@ -261,7 +283,7 @@ package_tests() {
         "$(dpkg-deb -f "$deb" Depends | grep -q 'libc6' && echo yes)"
 
     # the same package from a copy at another path
-    (cd "$P2" && timeout 300 dpkg-buildpackage -us -uc -b) > "$T/p2.log" 2>&1
+    (cd "$P2" && DEB_BUILD_OPTIONS=nocheck timeout 300 dpkg-buildpackage -us -uc -b) > "$T/p2.log" 2>&1
     RC=$?
     if [ "$RC" -eq 0 ] && cmp -s "$deb" "$T/p2/other/$(basename "$deb")"; then
         pass "reproducible: the same .deb from a copy at another path"
@@ -271,6 +293,12 @@ package_tests() {
     fi
 
     install_tests "$deb"
+    autopkgtest_tests "$deb" "$P1"
+}
+
+# installed_here: the package is installed on this machine already
+installed_here() {
+    dpkg-query -W -f '${Status}' "$PKG" 2>/dev/null | grep -q 'installed$'
 }
 
 install_tests() {
@@ -279,7 +307,7 @@ install_tests() {
         skip "dpkg -i" "not root"
         return
     fi
-    if dpkg-query -W -f '${Status}' "$PKG" 2>/dev/null | grep -q 'installed$'; then
+    if installed_here; then
         skip "dpkg -i" "$PKG is already installed on this machine: left alone"
         return
     fi
@@ -325,7 +353,125 @@ install_tests() {
         "$(dpkg-query -W -f '${Status}' "$PKG" 2>/dev/null | grep -v 'not-installed')"
     INSTALLED=""
 }
+autopkgtest_tests() {
+    local deb=$1 src=$2
+    if [ "${AUTOPKGTEST:-}" != 1 ]; then
+        skip "autopkgtest" "AUTOPKGTEST=1 runs it (about 90 s; as root, installs the package with the null runner)"
+        return
+    fi
+    if [ "$(id -u)" -ne 0 ] || ! command -v autopkgtest >/dev/null 2>&1; then
+        skip "autopkgtest" "needs root and autopkgtest"
+        return
+    fi
+    if installed_here; then
+        skip "autopkgtest" "$PKG is already installed on this machine: left alone"
+        return
+    fi
+    INSTALLED=1
+    timeout 900 autopkgtest --no-built-binaries "$deb" "$src/" -- null > "$T/autopkgtest.log" 2>&1
+    RC=$?
+    grep -E '^   [a-z-]+: |^(FAIL|skip) ' "$T/autopkgtest.log" | sed 's/^/# autopkgtest: /'
+    check_eq "autopkgtest -- null: exit status" "0" "$RC"
+    check_grep "autopkgtest: installed-server PASS" '^installed-server +PASS' "$T/autopkgtest.log"
+    check_grep "autopkgtest: the suites' total" '^[1-9][0-9]* passed, 0 failed' "$T/autopkgtest.log"
+    dpkg --purge "$PKG" > "$T/dpkg.log" 2>&1
+    INSTALLED=""
+}
+
+# 5. dpkg-buildpackage -a armhf with Debian's cross toolchain
+cross_tests() {
+    local P version deb
+    if [ -n "$MISSING" ]; then
+        return
+    fi
+    if ! command -v arm-linux-gnueabihf-gcc >/dev/null 2>&1; then
+        skip "cross build -a armhf" "no arm-linux-gnueabihf-gcc (Debian: crossbuild-essential-armhf)"
+        return
+    fi
+    if ! (cd "$REPO" && dpkg-checkbuilddeps -a armhf) > "$T/cross-deps.log" 2>&1; then
+        skip "cross build -a armhf" "build dependencies for armhf missing: $(oneline "$T/cross-deps.log")"
+        return
+    fi
+    version=$(dpkg-parsechangelog -l "$REPO/debian/changelog" -S Version 2>/dev/null)
+    P=$T/px/$PKG-$version
+    copy_tree "$P"
+    (cd "$P" && timeout 300 dpkg-buildpackage -a armhf -us -uc -b) > "$T/px.log" 2>&1
+    RC=$?
+    if [ "$RC" -ne 0 ]; then
+        fail "dpkg-buildpackage -a armhf -us -uc -b" "expected exit status 0, got $RC: $(tail -5 "$T/px.log" | tr '\n' ' ')"
+        return
+    fi
+    pass "dpkg-buildpackage -a armhf -us -uc -b"
+    deb=$T/px/${PKG}_${version}_armhf.deb
+    check_eq "cross build: an armhf package that depends on libc6" "armhf yes" \
+        "$(dpkg-deb -f "$deb" Architecture 2>&1) $(dpkg-deb -f "$deb" Depends | grep -q libc6 && echo yes)"
+    dpkg-deb -x "$deb" "$T/px/unpacked"
+    check_eq "cross build: the server is an ARM binary" "ARM" \
+        "$(readelf -hW "$T/px/unpacked$LIBEXEC/sftp-server" 2>&1 | sed -n 's/^ *Machine: *//p')"
+    timeout 300 lintian --pedantic "$T/px/${PKG}_${version}_armhf.changes" > "$T/lintian-x.out" 2>&1
+    check_eq "cross build: lintian, no error and no warning" "" "$(grep -E '^[EW]: ' "$T/lintian-x.out" | head -5 | tr '\n' ' ')"
+    if ! command -v qemu-arm-static >/dev/null 2>&1 || [ ! -e /lib/ld-linux-armhf.so.3 ]; then
+        skip "cross build: the armhf server under qemu" "needs qemu-arm-static and libc6:armhf (make test-deps)"
+        return
+    fi
+    printf '#!/bin/sh\nexec qemu-arm-static %s "$@"\n' "$T/px/unpacked$LIBEXEC/sftp-server" > "$T/px/server"
+    chmod 0755 "$T/px/server"
+    SFTP_EMULATED=qemu-arm-static SFTP_SERVER=$T/px/server timeout 300 /usr/bin/python3 "$REPO/tests/protocol/test_raw.py" > "$T/px-raw.out" 2>&1
+    RC=$?
+    check_eq "cross build: the packaged armhf server passes test_raw.py under qemu ($(closing_line "$(cat "$T/px-raw.out")"))" "0" "$RC"
+}
+
+# 7. the RPM, with Debian's rpmbuild
+rpm_tests() {
+    local version src top rpmfile got want
+    if ! command -v rpmbuild >/dev/null 2>&1; then
+        skip "rpmbuild" "no rpmbuild (Debian: rpm)"
+        return
+    fi
+    version=$(sed -n 's/^Version: *//p' "$REPO/rpm/$PKG.spec")
+    top=$T/rpm
+    src=$top/src/$PKG-$version
+    mkdir -p "$top/SOURCES"
+    copy_tree "$src"
+    tar -C "$top/src" -czf "$top/SOURCES/$PKG-$version.tar.gz" "$PKG-$version"
+    timeout 600 rpmbuild -ba --nodeps --define "_topdir $top" "$REPO/rpm/$PKG.spec" > "$T/rpm.log" 2>&1
+    RC=$?
+    if [ "$RC" -ne 0 ]; then
+        fail "rpmbuild -ba rpm/$PKG.spec" "expected exit status 0, got $RC: $(tail -5 "$T/rpm.log" | tr '\n' ' ')"
+        return
+    fi
+    pass "rpmbuild -ba rpm/$PKG.spec"
+    check_grep "rpm %check: the protocol suites passed (make check-build)" '^[1-9][0-9]* passed, 0 failed' "$T/rpm.log"
+    rpmfile=$(ls "$top"/RPMS/*/"$PKG-$version"-*.rpm 2>/dev/null | head -1)
+    if [ -z "$rpmfile" ]; then
+        fail "rpm file" "expected RPMS/ARCH/$PKG-$version-*.rpm, got $(find "$top/RPMS" -type f | tr '\n' ' ')"
+        return
+    fi
+    # the files and their modes, less build-id links and the version in
+    # the doc and licence directories (which rpm's macros set per system)
+    got=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$rpmfile" 2>/dev/null |
+        grep -v '^[^ ]* /usr/lib/\.build-id' |
+        sed -E "s|/$PKG-$version/|/$PKG/|; s|/$PKG-$version\$|/$PKG|; s|\.gz\$||" | sort | tr '\n' ';')
+    want="-rw-r--r-- /usr/share/doc/$PKG/README.md;-rw-r--r-- /usr/share/licenses/$PKG/LICENSE;-rw-r--r-- /usr/share/man/man8/$PKG.8;-rwxr-xr-x $LIBEXEC/sftp-server;drwxr-xr-x $LIBEXEC;drwxr-xr-x /usr/share/doc/$PKG;drwxr-xr-x /usr/share/licenses/$PKG;"
+    check_eq "rpm: the server, its manual page, the licence and the README" "$want" "$got"
+    mkdir -p "$top/x"
+    rpm2archive - < "$rpmfile" | tar -xzf - -C "$top/x"
+    if [ "$("$top/x$LIBEXEC/sftp-server" -Q requests 2>/dev/null | head -1)" = open ]; then
+        pass "rpm: the packaged server runs"
+    else
+        fail "rpm: the packaged server runs" "expected sftp-server -Q requests to start with open, got $("$top/x$LIBEXEC/sftp-server" -Q requests 2>&1 | head -2 | tr '\n' ' ')"
+    fi
+    if grep -q "^\.Nm $PKG\$" "$top/x/usr/share/man/man8/$PKG.8" 2>/dev/null ||
+        zcat "$top/x/usr/share/man/man8/$PKG.8.gz" 2>/dev/null | grep -q "^\.Nm $PKG\$"; then
+        pass "rpm: the manual page is $PKG(8)"
+    else
+        fail "rpm: the manual page is $PKG(8)" "expected .Nm $PKG in usr/share/man/man8/$PKG.8"
+    fi
+}
+
 package_tests
+cross_tests
+rpm_tests
 
 printf '# %d s\n' $((SECONDS - START))
 summary

@@ -525,6 +525,9 @@ def test_valgrind_session_clean(ctx):
         raise Skip("valgrind is not installed")
     if SANITIZED:
         raise Skip("valgrind cannot run a sanitizer build")
+    if suite.emulator():
+        raise Skip("valgrind cannot follow the server into %s" %
+                   suite.emulator())
     vlog = ctx.path("valgrind.log")
     prefix = ["valgrind", "--leak-check=full", "--error-exitcode=1",
               "--errors-for-leak-kinds=definite,indirect",
@@ -1299,6 +1302,9 @@ def test_starts_under_rlimit_as_64mib(ctx):
     not be reserved for the largest handle table up front."""
     if SANITIZED:
         raise Skip("a sanitizer build reserves terabytes of address space")
+    if suite.emulator():
+        raise Skip("%s maps 128 MiB for its own translation cache" %
+                   suite.emulator())
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     nofile = 16384 if hard == resource.RLIM_INFINITY else min(hard, 16384)
 

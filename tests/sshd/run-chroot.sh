@@ -13,11 +13,16 @@
 #      "ForceCommand /sftp-server -e -l INFO" in a "Match User" block;
 #   2. /bin/sh in the jail is the server itself, which serves when started
 #      as a login shell ("sftp-server -c ..."), with "Subsystem sftp
-#      /sftp-server".
+#      /sftp-server".  The jail now has an /etc/passwd and an /etc/group
+#      of its own, with names the host does not have, which ls -l shows;
+#      then also an /etc/nsswitch.conf naming "compat", which a musl build
+#      ignores (a glibc build would need libnss_compat in the jail: that
+#      check is skipped for one).
 #
 # Usage: tests/sshd/run-chroot.sh (as root)
 #   SFTP_SERVER_STATIC  static server binary; default: sftp-server-static in
-#                       the repository root (make static)
+#                       the repository root (make static, with musl where
+#                       musl-gcc is installed)
 #
 # sshd requires every directory up to the jail to be owned by root and not
 # writable by group or others: the jail is made in a fresh directory under
@@ -317,6 +322,11 @@ shell_tests() {
     local why
     rm -f "$J/bin/sh" "$J/upload/big" "$L/big.back"
     install -m 0755 "$SFTP_SERVER_STATIC" "$J/bin/sh"
+    # the jail's own names for the user and its group
+    mkdir -m 0755 "$J/etc"
+    printf 'root:x:0:0::/:/bin/sh\njailuser7:x:%s:%s::/upload:/bin/sh\n' "$JUID" "$JGID" > "$J/etc/passwd"
+    printf 'root:x:0:\njailgroup7:x:%s:\n' "$JGID" > "$J/etc/group"
+    chmod 0644 "$J/etc/passwd" "$J/etc/group"
     if ! sshd_start jail-shell <<EOF
 Subsystem sftp /sftp-server
 Match User $JAIL_USER
@@ -331,6 +341,7 @@ pwd
 put "$L/big" big
 get big "$L/big.back"
 ls -1 /
+ls -l /upload
 EOF
     why=$(chroot_broken)
     if [ "$RC" -ne 0 ] && [ -n "$why" ]; then
@@ -341,7 +352,20 @@ EOF
     check_grep "login shell: starts in /upload" '^Remote working directory: /upload$' "$T/out"
     check_same "login shell: put" "$L/big" "$J/upload/big"
     check_same "login shell: get" "$L/big" "$L/big.back"
-    check_eq "login shell: ls /" "/bin /log /pub /sftp-server /upload" "$(section "ls -1 /" | sort | tr '\n' ' ' | sed 's/ $//')"
+    check_eq "login shell: ls /" "/bin /etc /log /pub /sftp-server /upload" "$(section "ls -1 /" | sort | tr '\n' ' ' | sed 's/ $//')"
+    check_eq "login shell: ls -l names from the jail's /etc/passwd and /etc/group" "jailuser7 jailgroup7 3000017" \
+        "$(section "ls -l /upload" | awk '$NF ~ /\/big$/ { print $3, $4, $5 }')"
+
+    printf 'passwd: compat\ngroup: compat\n' > "$J/etc/nsswitch.conf"
+    if readelf -n "$SFTP_SERVER_STATIC" 2>/dev/null | grep -q NT_GNU_ABI_TAG; then
+        skip "login shell: names with nsswitch.conf \"compat\" and no NSS module in the jail" "the static binary is built with glibc, which would load libnss_compat (make static with musl-gcc)"
+        return
+    fi
+    sftp_try <<EOF
+ls -l /upload
+EOF
+    check_eq "login shell: names with nsswitch.conf \"compat\" and no NSS module in the jail (musl)" "jailuser7 jailgroup7 3000017" \
+        "$(section "ls -l /upload" | awk '$NF ~ /\/big$/ { print $3, $4, $5 }')"
 }
 shell_tests
 
