@@ -1481,8 +1481,8 @@ process_ext_copy_data(uint32_t id, struct cursor *c)
 	    (unsigned long long)rlen, handle_name(wh), handle_index(wh),
 	    (unsigned long long)woff);
 	if (rh == NULL || wh == NULL) {
-		error("process_extended_copy_data: invalid %s handle",
-		    rh == NULL ? "read" : "write");
+		error(OPENSSH_FN("process_extended_copy_data")
+		    "invalid %s handle", rh == NULL ? "read" : "write");
 		return SSH_FX_NO_SUCH_FILE;
 	}
 	if (rh == wh || strcmp(rh->path, wh->path) == 0)
@@ -1490,8 +1490,8 @@ process_ext_copy_data(uint32_t id, struct cursor *c)
 	if (fstat(rh->fd, &rst) == -1 || fstat(wh->fd, &wst) == -1)
 		return errno_to_status(errno);
 	if (rst.st_dev == wst.st_dev && rst.st_ino == wst.st_ino) {
-		error("process_extended_copy_data: read and write handles "
-		    "refer to the same file");
+		error(OPENSSH_FN("process_extended_copy_data")
+		    "read and write handles refer to the same file");
 		return SSH_FX_FAILURE;
 	}
 	if (roff > (uint64_t)INT64_MAX || woff > (uint64_t)INT64_MAX ||
