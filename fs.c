@@ -934,11 +934,7 @@ fs_statvfs(const char *path, struct statvfs *st, uint64_t *fsid)
 	int fd, r;
 
 	/* One lookup, so that both calls describe the same file system. */
-	if (fs_confined())
-		fd = jail_open(path, O_PATH, 0);
-	else
-		fd = open(path, O_PATH | O_CLOEXEC);
-	if (fd == -1)
+	if ((fd = jail_open(path, O_PATH, 0)) == -1)
 		return -1;
 	r = fs_fstatvfs(fd, st, fsid);
 	close_keep_errno(fd);
