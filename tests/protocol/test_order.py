@@ -44,6 +44,8 @@ Checks, each under each profile:
   eio_estale_mid_pipeline      EIO at fsync and close, ESTALE on reads and
                                writes, from tests/protocol/shim_fs_faults.c
   random_SEED                  random streams over 3 files and 6 handles
+                               (READ, WRITE, FSTAT, STAT, LSTAT, FSETSTAT,
+                               OPEN, READDIR)
                                under slowfs's seeded jitter (-j, -s)
 
 $ORDER_SEED (default 1) is the first seed of the random streams and
@@ -160,6 +162,10 @@ class Ctx:
     def __init__(self):
         self.tmp = os.path.realpath(tempfile.mkdtemp(prefix="sftp-order-"))
         os.chmod(self.tmp, 0o755)
+        # The logs of the tools, kept apart: the servers' directories sit
+        # side by side in tmp, whose entry READDIR shows as "..".
+        self.logs = os.path.join(self.tmp, "logs")
+        os.mkdir(self.logs)
         self.servers = []
         self.mounts = []
 
@@ -334,8 +340,8 @@ def run_side(ctx, which, root, plan, profile, jitter=None, argv=None):
     if argv is None:
         argv = [REFERENCE] if which == "ref" else list(SERVER_ARGV)
     env = dict(os.environ)
-    counts = os.path.join(ctx.tmp, "slowfs-%s.txt" % which)
-    faultlog = os.path.join(ctx.tmp, "faults-%s.log" % which)
+    counts = os.path.join(ctx.logs, "slowfs-%s.txt" % which)
+    faultlog = os.path.join(ctx.logs, "faults-%s.log" % which)
     if plan.faults:
         shim = suite.shim_library(SHIM_SOURCE, "sftp-order-shim-")
         pre = ["env", "LD_PRELOAD=" + shim, "FAULT_LOG=" + faultlog]
@@ -770,7 +776,9 @@ def plan_faults():
 
 
 def plan_random(seed):
-    """Random requests on three files, through two handles each."""
+    """Random requests on three files, through two handles each: READ,
+    WRITE, FSTAT, STAT, LSTAT, FSETSTAT of the size, OPEN (with TRUNCATE
+    or for reading) and READDIR with its long names."""
     rng = random.Random(seed)
     p = Plan()
     names = ["f0", "f1", "f2"]
@@ -779,23 +787,27 @@ def plan_random(seed):
         p.open(n + "a", n, RW)
         p.open(n + "b", n, rng.choice((RW, R, W)))
     flags = {o[0]: o[2] for o in p.opens}
+    p.opendir("dot", ".")
     ok = ("STATUS", SSH_FX_OK, b"Success")
-    for _ in range(DEPTH):
+    readdir_at = rng.randrange(DEPTH // 2, DEPTH)
+    for i in range(DEPTH):
         n = rng.choice(names)
         hn = n + rng.choice("ab")
         k = rng.random()
-        if k < 0.35 and flags[hn] & W:
+        if i == readdir_at:
+            p.add("READDIR .", lambda h: req_readdir(h["dot"]), ("NAMES", 5))
+        elif k < 0.35 and flags[hn] & W:
             off = rng.randrange(0, 48000)
             p.write(hn, n, off, rng.randbytes(rng.randrange(1, 12000)))
         elif k < 0.7 and flags[hn] & R:
             p.read(hn, n, rng.randrange(0, 48000), rng.randrange(1, 20000))
-        elif k < 0.8:
+        elif k < 0.78:
             p.add("FSTAT %s" % hn, lambda h, hn=hn: req_fstat(h[hn]),
                   ("SIZE", p.size_of(n)))
-        elif k < 0.9:
+        elif k < 0.86:
             p.add("STAT %s" % n, lambda h, n=n: req_stat(n),
                   ("SIZE", p.size_of(n)))
-        elif k < 0.95 and flags[hn] & W:
+        elif k < 0.91 and flags[hn] & W:
             # On a read-only handle ftruncate() fails with EINVAL, which
             # OpenSSH's server answers BAD_MESSAGE: left out.
             size = rng.randrange(0, 48000)
@@ -807,6 +819,14 @@ def plan_random(seed):
             p.add("FSETSTAT %s size %d" % (hn, size),
                   lambda h, hn=hn, size=size: req_fsetstat(
                       h[hn], Attrs(size=size)), ok)
+        elif k < 0.93:
+            # The new handle is never used: its number may differ between
+            # the servers only in ways the comparison does not see.
+            del p.model[n][:]
+            p.add("OPEN %s truncate" % n, lambda h, n=n: req_open(
+                n, W | SSH_FXF_TRUNC))
+        elif k < 0.95:
+            p.add("OPEN %s read" % n, lambda h, n=n: req_open(n, R))
         else:
             p.add("LSTAT %s" % n, lambda h, n=n: req_lstat(n),
                   ("SIZE", p.size_of(n)))
