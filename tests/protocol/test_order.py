@@ -20,10 +20,13 @@ the calls it held shows that the delay was there.
 
 Delay profiles (milliseconds per call of each kind, slowfs -D):
   plain        no delay tool at all
-  reads slow   read 3, write 0.05, stat 0.5, open 0.3, close 0.1, dir 1
-  writes slow  write 3, read 0.05, stat 0.3, open 0.3, close 1, dir 0.3
-  stats slow   stat 3, open 1, read 0.2, write 0.2, close 0.1, dir 2
-  (meta and sync calls 0.3 in each)
+  reads slow   read 2, write 0.05, stat 0.3, open 0.2, close 0.1, dir 1
+  writes slow  write 2, read 0.05, stat 0.2, open 0.2, close 1, dir 0.2
+  stats slow   stat 2, open 1, read 0.2, write 0.2, close 0.1, dir 1.5
+  (meta and sync calls 0.2 in each)
+  jitter       read, write and stat 0.05, and every call but close 0 to
+               1.5 more, drawn from seed 1 (slowfs -j 1.5 -s 1): calls
+               made at once end in an order of chance
 
 Checks, each under each profile:
   write_then_read_one_handle   WRITE then an overlapping READ, one handle
@@ -41,16 +44,20 @@ Checks, each under each profile:
                                created, grown and removed
   enospc_mid_pipeline          a small tmpfs fills up mid-pipeline, then
                                space is freed (root: mount)
+  enospc_separate_writes       WRITEs of separate ranges fill a small tmpfs:
+                               the first ones in request order get the
+                               space
   eio_estale_mid_pipeline      EIO at fsync and close, ESTALE on reads and
                                writes, from tests/protocol/shim_fs_faults.c
   random_SEED                  random streams over 3 files and 6 handles
-                               (READ, WRITE, FSTAT, STAT, LSTAT, FSETSTAT,
-                               OPEN, READDIR)
-                               under slowfs's seeded jitter (-j, -s)
+                               under slowfs's jitter drawn from the seed:
+                               READ, WRITE, FSTAT, STAT, LSTAT, FSETSTAT,
+                               OPEN, READDIR
 
 $ORDER_SEED (default 1) is the first seed of the random streams and
 $ORDER_ROUNDS (default 8) their number; a failure names its seed, and
-"test_order.py random_SEED" with ORDER_SEED=SEED runs it again.  The
+"test_order.py random_SEED" with ORDER_SEED=SEED runs it again;
+$ORDER_VERBOSE set prints each check's time.  The
 delay tool is $SFTP_SLOWFS, else bench/slowfs.c built for the run (with
 $CC, cc or gcc); without either, the delayed checks are skipped.
 
@@ -68,6 +75,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the tree
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,14 +96,16 @@ RW = SSH_FXF_READ | SSH_FXF_WRITE
 W = SSH_FXF_WRITE
 R = SSH_FXF_READ
 
+# (name, slowfs -D, slowfs -j and -s or None)
 PROFILES = [
-    ("plain", None),
-    ("reads slow", "read=3,write=0.05,stat=0.5,open=0.3,close=0.1,dir=1,"
-     "meta=0.3,sync=0.3"),
-    ("writes slow", "write=3,read=0.05,stat=0.3,open=0.3,close=1,dir=0.3,"
-     "meta=0.3,sync=0.3"),
-    ("stats slow", "stat=3,open=1,read=0.2,write=0.2,close=0.1,dir=2,"
-     "meta=0.3,sync=0.3"),
+    ("plain", None, None),
+    ("reads slow", "read=2,write=0.05,stat=0.3,open=0.2,close=0.1,dir=1,"
+     "meta=0.2,sync=0.2", None),
+    ("writes slow", "write=2,read=0.05,stat=0.2,open=0.2,close=1,dir=0.2,"
+     "meta=0.2,sync=0.2", None),
+    ("stats slow", "stat=2,open=1,read=0.2,write=0.2,close=0.1,dir=1.5,"
+     "meta=0.2,sync=0.2", None),
+    ("jitter", "read=0.05,write=0.05,stat=0.05", (1.5, 1)),
 ]
 
 
@@ -141,7 +151,9 @@ def _find_slowfs():
 
 
 def held_counts(path):
-    """slowfs -o's report: {kind: (held, seen)}."""
+    """slowfs -o's report: {kind: (held, seen)}, and under "at once" the
+    most calls it held at the same time (more than one: the server had
+    several calls waiting on storage together)."""
     try:
         with open(path) as f:
             text = f.read()
@@ -150,6 +162,9 @@ def held_counts(path):
     out = {}
     for k, held, seen in re.findall(r"(\w+)=(\d+)/(\d+)", text):
         out[k] = (int(held), int(seen))
+    m = re.search(r"held_max=(\d+)", text)
+    if m:
+        out["at once"] = (int(m.group(1)), 0)
     return out
 
 
@@ -426,12 +441,33 @@ def compare(plan, profile, jitter=None, what="", ours=None):
         if plan.tmpfs:
             ctx.mount_tmpfs(roots[which], plan.tmpfs)
     # Both trees are made before either server starts, so that each sees
-    # the same parent directory (READDIR shows "..").
+    # the same parent directory (READDIR shows "..").  The servers then
+    # run at the same time, each in its own tree.
     for which in ("ref", "ours"):
         make_tree(roots[which], plan)
+    # The tools are built before the two sides run, side by side: each
+    # waits on its delays, not on the other's.
+    if profile is not None or jitter is not None:
+        slowfs()
+    if plan.faults:
+        suite.shim_library(SHIM_SOURCE, "sftp-order-shim-")
+
+    def side(which):
+        try:
+            results[which] = run_side(ctx, which, roots[which], plan,
+                                      profile, jitter,
+                                      ours if which == "ours" else None)
+        except BaseException as e:  # handed to the main thread
+            results[which] = e
+    threads = [threading.Thread(target=side, args=(w,))
+               for w in ("ref", "ours")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     for which in ("ref", "ours"):
-        results[which] = run_side(ctx, which, roots[which], plan, profile,
-                                  jitter, ours if which == "ours" else None)
+        if isinstance(results[which], BaseException):
+            raise results[which]
     ref, ours = results["ref"], results["ours"]
     labels = [lab for lab, _, _ in plan.stream + plan.stage2]
     wants = [w for _, _, w in plan.stream + plan.stage2]
@@ -486,13 +522,17 @@ def compare(plan, profile, jitter=None, what="", ours=None):
                                                 or "none"))
     if profile is not None or jitter is not None:
         for which in ("ref", "ours"):
-            if not sum(v[0] for v in results[which][3].values()):
+            if not sum(v[0] for k, v in results[which][3].items()
+                       if k != "at once"):
                 raise Failure("%sslowfs held no call of %s: the check ran "
                               "without its delay" % (what, which))
-    held = ours[3]
-    return "%d replies equal%s" % (
-        len(ours[0]), "" if not held else "; slowfs held " + ", ".join(
-            "%s %d" % (k, v[0]) for k, v in sorted(held.items()) if v[0]))
+    held = dict(ours[3])
+    at_once = held.pop("at once", (0, 0))[0]
+    if not held:
+        return "%d replies equal" % len(ours[0])
+    return "%d replies equal; slowfs held %s; at most %d at once" % (
+        len(ours[0]), ", ".join("%s %d" % (k, v[0]) for k, v in
+                                sorted(held.items()) if v[0]), at_once)
 
 
 def pattern(seed, n):
@@ -731,6 +771,28 @@ def plan_enospc():
     return p
 
 
+def plan_enospc_separate():
+    """A tmpfs of 96 KiB: 24 pages.  32 WRITEs of a page each, to ranges
+    that do not overlap: the first 24 in request order fit, the last 8
+    meet a full disk."""
+    p = Plan()
+    p.tmpfs = 96 * 1024
+    p.file("x", b"")
+    p.open("x", "x", RW)
+    fail = ("STATUS", SSH_FX_FAILURE, b"Failure")
+    for i in range(32):
+        ok = i < 24
+        p.write("x", "x", i * 4096, pattern(1300 + i, 4096), ok=ok)
+        if not ok:
+            p.stream[-1] = p.stream[-1][:2] + (fail,)
+    p.add("FSTAT x", lambda h: req_fstat(h["x"]), ("SIZE", 24 * 4096))
+    for i in range(24):
+        p.read("x", "x", i * 4096, 4096)
+    p.add("CLOSE x", lambda h: req_close(h["x"]),
+          ("STATUS", SSH_FX_OK, b"Success"))
+    return p
+
+
 def plan_faults():
     """EIO at fsync and close of eio/f; ESTALE on reads and writes of
     stale/f; ok/f in between works."""
@@ -848,31 +910,32 @@ SCENARIOS = [
     ("rename_remove_after_reads", plan_rename_remove),
     ("readdir_while_creating", plan_readdir),
     ("enospc_mid_pipeline", plan_enospc),
+    ("enospc_separate_writes", plan_enospc_separate),
     ("eio_estale_mid_pipeline", plan_faults),
 ]
 
 
-def scenario_test(build, profile):
+def scenario_test(build, profile, jitter):
     def run(ctx):
         plan = build()
         plan.ctx = ctx
-        return compare(plan, profile)
+        return compare(plan, profile, jitter)
     return run
 
 
 for _name, _build in SCENARIOS:
-    for _pname, _profile in PROFILES:
+    for _pname, _profile, _jitter in PROFILES:
         add_test("%s [%s]" % (_name, _pname),
-                 scenario_test(_build, _profile))
+                 scenario_test(_build, _profile, _jitter))
 
 
 def random_test(seed):
     def run(ctx):
         plan = plan_random(seed)
         plan.ctx = ctx
-        # Every call kind slowed by 0 to 2 ms, drawn from the seed.
+        # Every call kind slowed by 0 to 1.5 ms, drawn from the seed.
         return compare(plan, "read=0.05,write=0.05,stat=0.05",
-                       jitter=(2, seed),
+                       jitter=(1.5, seed),
                        what="seed %d (rerun: ORDER_SEED=%d test_order.py "
                        "random_%d): " % (seed, seed, seed))
     return run
@@ -916,4 +979,4 @@ for _seed in range(_first, _first + int(os.environ.get("ORDER_ROUNDS",
 
 
 if __name__ == "__main__":
-    sys.exit(suite.main(sys.argv, __doc__, Ctx))
+    sys.exit(suite.main(sys.argv, __doc__, Ctx, verbose="ORDER_VERBOSE"))
