@@ -248,6 +248,7 @@ class Plan:
     # Requests that keep the model of the files in step.
 
     def write(self, hname, path, off, data, stage=1, ok=True):
+        """A WRITE that succeeds, or (ok False) fails, changing nothing."""
         if ok:
             m = self.model[path]
             if len(m) < off:
@@ -255,7 +256,8 @@ class Plan:
             m[off:off + len(data)] = data
         self.add("WRITE %s %d+%d" % (hname, off, len(data)),
                  lambda h: req_write(h[hname], off, data),
-                 ("STATUS", SSH_FX_OK, b"Success") if ok else None, stage)
+                 ("STATUS", SSH_FX_OK, b"Success") if ok else
+                 ("STATUS", SSH_FX_FAILURE, b"Failure"), stage)
 
     def read(self, hname, path, off, n, stage=1, check=True):
         m = self.model[path]
@@ -779,12 +781,8 @@ def plan_enospc_separate():
     p.tmpfs = 96 * 1024
     p.file("x", b"")
     p.open("x", "x", RW)
-    fail = ("STATUS", SSH_FX_FAILURE, b"Failure")
     for i in range(32):
-        ok = i < 24
-        p.write("x", "x", i * 4096, pattern(1300 + i, 4096), ok=ok)
-        if not ok:
-            p.stream[-1] = p.stream[-1][:2] + (fail,)
+        p.write("x", "x", i * 4096, pattern(1300 + i, 4096), ok=i < 24)
     p.add("FSTAT x", lambda h: req_fstat(h["x"]), ("SIZE", 24 * 4096))
     for i in range(24):
         p.read("x", "x", i * 4096, 4096)
