@@ -22,8 +22,9 @@ PATHMAP = -ffile-prefix-map=$(CURDIR)=.
 ALL_CFLAGS = $(STD) $(WARNINGS) $(PATHMAP) $(CPPFLAGS) $(CFLAGS)
 SANFLAGS = -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
-# ThreadSanitizer: gcc's (libtsan) or clang's (make tsan TSAN_CC=clang).
-TSAN_CC ?= $(CC)
+# ThreadSanitizer: clang's, whose runtime is linked in statically, so that
+# the suites' LD_PRELOAD shims load beside it (TSAN_CC=gcc: libtsan).
+TSAN_CC ?= clang
 TSANFLAGS = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 
 PYTHON ?= /usr/bin/python3
