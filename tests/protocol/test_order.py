@@ -12,7 +12,8 @@ call, so that a later request would finish first if it were let run
 early.  Then every reply must be equal between the two: its id (the id of
 the request in the same position: replies come in request order), type,
 status code and message, data, names and attributes (times left out), and
-so must every file left behind and the exit status.  Where a reply's
+so must every file left behind and the exit status.  (The two servers run
+at the same time, each in its own directory.)  Where a reply's
 content follows from the requests alone (READ after WRITE, sizes), it is
 also checked against a model of the file, so that a check cannot pass on a
 stream that never reaches what it claims to test; and slowfs's count of
@@ -34,8 +35,8 @@ Checks, each under each profile:
   write_then_read_two_handles  the same through a write-only and a
   read_then_write_two_handles  read-only handle of one file
   overlapping_writes           writes over each other through 3 handles
-  write_then_stat_size         a growing file: FSTAT of both handles,
-                               STAT and LSTAT after each WRITE
+  write_then_stat_size         a growing file: FSTAT of both handles and
+                               STAT after each WRITE
   close_then_open_trunc        WRITEs, CLOSE, OPEN with TRUNCATE, READs
                                through another handle, requests on the
                                closed handle, then the new handle
@@ -53,6 +54,10 @@ Checks, each under each profile:
                                under slowfs's jitter drawn from the seed:
                                READ, WRITE, FSTAT, STAT, LSTAT, FSETSTAT,
                                OPEN, READDIR
+And three checks that the suite can fail: tests/protocol/order_proxy.py in
+front of OpenSSH's server runs a READ and the WRITE next to it in the
+other order (catches_*_before_earlier_*), or sends two replies swapped
+(catches_replies_out_of_order), and the comparison must fail.
 
 $ORDER_SEED (default 1) is the first seed of the random streams and
 $ORDER_ROUNDS (default 8) their number; a failure names its seed, and
