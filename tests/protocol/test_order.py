@@ -37,6 +37,9 @@ Checks, each under each profile:
   overlapping_writes           writes over each other through 3 handles
   write_then_stat_size         a growing file: FSTAT of both handles and
                                STAT after each WRITE
+  append_writes                WRITEs through a handle opened with APPEND,
+                               and READs and WRITEs through another
+  copy_data_between_writes     copy-data amid WRITEs and READs of its files
   close_then_open_trunc        WRITEs, CLOSE, OPEN with TRUNCATE, READs
                                through another handle, requests on the
                                closed handle, then the new handle
@@ -614,6 +617,57 @@ def plan_write_then_stat():
     return p
 
 
+def plan_append():
+    """WRITEs through a handle opened with APPEND land at the end of the
+    file whatever their offset; other WRITEs and READs go between."""
+    p = Plan()
+    p.file("f", pattern(6, 8000))
+    p.open("a", "f", W | SSH_FXF_APPEND)
+    p.open("w", "f", RW)
+    for i in range(DEPTH // 4):
+        data = pattern(650 + i, 700 + 13 * i)
+        end = p.size_of("f")
+        p.model["f"][end:] = data
+        p.add("WRITE a (append) %d" % len(data),
+              lambda h, data=data: req_write(h["a"], 0, data),
+              ("STATUS", SSH_FX_OK, b"Success"))
+        p.read("w", "f", max(0, end - 300), 1000)
+        p.write("w", "f", end + 200, pattern(680 + i, 100))
+        p.add("FSTAT w", lambda h: req_fstat(h["w"]),
+              ("SIZE", p.size_of("f")))
+    return p
+
+
+def plan_copy_data():
+    """copy-data between WRITEs and READs of both of its files."""
+    p = Plan()
+    p.file("src", pattern(7, 30000))
+    p.file("dst", pattern(8, 10000))
+    p.open("s", "src", RW)
+    p.open("d", "dst", RW)
+    ok = ("STATUS", SSH_FX_OK, b"Success")
+    for i in range(DEPTH // 8):
+        p.write("s", "src", i * 3000, pattern(720 + i, 2000))
+        p.read("d", "dst", i * 2500, 3000)
+        roff, n, woff = i * 2000, 6000, i * 2500 + 500
+        src = bytes(p.model["src"][roff:roff + n])
+        m = p.model["dst"]
+        if len(m) < woff:
+            m.extend(bytes(woff - len(m)))
+        m[woff:woff + len(src)] = src
+        p.add("copy-data s %d+%d to d %d" % (roff, n, woff),
+              lambda h, roff=roff, n=n, woff=woff: req_copy_data(
+                  h["s"], roff, n, h["d"], woff), ok)
+        p.read("d", "dst", woff, 4000)
+        p.write("s", "src", roff + 1000, pattern(760 + i, 3000))
+        p.add("FSTAT d", lambda h: req_fstat(h["d"]),
+              ("SIZE", p.size_of("dst")))
+        p.add("STAT src", lambda h: req_stat("src"),
+              ("SIZE", p.size_of("src")))
+        p.read("s", "src", roff, 2000)
+    return p
+
+
 def plan_close_then_trunc():
     p = Plan()
     p.file("f", pattern(5, 16384))
@@ -909,6 +963,8 @@ SCENARIOS = [
     ("read_then_write_two_handles", lambda: plan_read_then_write(True)),
     ("overlapping_writes", plan_overlapping_writes),
     ("write_then_stat_size", plan_write_then_stat),
+    ("append_writes", plan_append),
+    ("copy_data_between_writes", plan_copy_data),
     ("close_then_open_trunc", plan_close_then_trunc),
     ("rename_remove_after_reads", plan_rename_remove),
     ("readdir_while_creating", plan_readdir),
