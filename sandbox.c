@@ -217,7 +217,8 @@ struct sb_path_beneath {
  * changes; the user records of systemd's userdb, which nss_systemd reads
  * and lists; sssd's memory caches; libnss-extrausers.  What does not exist
  * here is left out.  Unix sockets (syslog, nscd, sssd, userdb) are reached
- * by connect(2), which these Landlock ABIs leave alone.
+ * by connect(2), which these Landlock ABIs leave alone; under -r no socket
+ * is made once the session serves (not_under_r[]).
  */
 static const char *const lookup_paths[] = {
 	"/etc/passwd",
@@ -695,8 +696,28 @@ static const struct rule rules[] = {
  * change, and the server would no longer be a drop-in replacement), a
  * chown to another group of the account would fail, and the name service
  * would read the root's /etc/passwd instead of the system's.
+ *
+ * Unix sockets.  Without -r, socket(AF_UNIX) and connect(2) serve the
+ * system log and the name service's daemons (nscd, sssd, systemd's userdb,
+ * nslcd, winbind), and reach whatever else the account may connect to:
+ * its own service manager (systemd --user, with pam_systemd) starts any
+ * program outside the sandbox on request, and SCM_RIGHTS hands a listener
+ * any descriptor.  Without -r that reaches no file the session could not
+ * change anyway (it may write the account's start-up files); under -r it
+ * would undo the root, so both are refused there.  The system log's socket
+ * is connected at start (log.c, LOG_NDELAY) and stays; after a restart of
+ * the system logger syslog(3) cannot connect again, and the session's
+ * later lines are lost.  Lookups find what the files hold, nscd's clients
+ * falling back to them; sssd answers from its memory cache, or through a
+ * connection made at start while sssd keeps it open; a user or group known
+ * only to a daemon is shown by number.  What stays: a datagram sent with
+ * an address (sendto, sendmsg) from the log's socket to any datagram
+ * socket the account may write to, descriptors attached; and where libc
+ * goes through socketcall(2) (i386, s390x), whose socket operation is
+ * refused anyway, its connect aiming that same socket elsewhere.
  */
 static const long not_under_r[] = {
+	/* Paths resolved by the call itself. */
 #ifdef __NR_stat
 	__NR_stat,
 #endif
@@ -756,6 +777,13 @@ static const long not_under_r[] = {
 #endif
 #ifdef __NR_symlink
 	__NR_symlink,
+#endif
+	/* New sockets. */
+#ifdef __NR_socket
+	__NR_socket,
+#endif
+#ifdef __NR_connect
+	__NR_connect,
 #endif
 };
 #define NNOT_UNDER_R	(sizeof not_under_r / sizeof not_under_r[0])

@@ -19,6 +19,10 @@ what each returned:
     rename, link, symlink), on files outside the root: EPERM, the files
     unchanged; without -r the same calls work; with Landlock ABI 2, which
     has no truncate right, truncate(2) outside the root: EPERM;
+  - under -r, socket(AF_UNIX) and connect(2) to a unix listener outside the
+    root: EPERM, nothing reaches the listener; without -r they reach it;
+    under -r the system log (a /dev/log of the test's, in a mount namespace)
+    still gets the session's lines over the connection made at start;
   - what serving needs still works from there: socket(AF_UNIX), opening a
     file beneath the root and /etc/passwd (name lookups);
 
@@ -45,7 +49,9 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -72,13 +78,13 @@ X86_64, I386 = (2, 62), (1, 3)
 NR = {
     X86_64: {"close": 3, "mmap": 9, "socket": 41, "getpid": 39,
              "execve": 59, "kill": 62, "ptrace": 101, "openat": 257,
-             "stat": 4, "lstat": 6, "statfs": 137,
+             "connect": 42, "stat": 4, "lstat": 6, "statfs": 137,
              "readlink": 89, "chmod": 90, "chown": 92, "lchown": 94,
              "truncate": 76, "mkdir": 83, "rmdir": 84, "unlink": 87,
              "rename": 82, "link": 86, "symlink": 88},
     I386: {"close": 6, "mmap": 192, "socket": 359, "getpid": 20,
            "execve": 11, "kill": 37, "ptrace": 26, "openat": 295,
-           "socketcall": 102, "stat": 195, "lstat": 196,
+           "socketcall": 102, "connect": 362, "stat": 195, "lstat": 196,
            "statfs": 99, "readlink": 85, "chmod": 15, "chown": 212,
            "lchown": 198, "truncate": 92, "mkdir": 39, "rmdir": 40,
            "unlink": 10, "rename": 38, "link": 9, "symlink": 83},
@@ -188,15 +194,24 @@ def injector():
     return _TOOLS["inject"]
 
 
+def inject_arg(a):
+    """An argument as the injector takes it: a str is text (NUL-terminated)
+    and bytes are bytes, both copied into the process; else a number."""
+    if isinstance(a, str):
+        return "@" + a
+    if isinstance(a, bytes):
+        return "%" + a.hex()
+    return str(a)
+
+
 def inject(srv, *calls):
-    """Makes calls (tuples: a name of NR, then arguments; a str is text
-    copied into the process) from inside the server; returns what each
-    returned (-errno on failure)."""
+    """Makes calls (tuples: a name of NR, then arguments, see inject_arg())
+    from inside the server; returns what each returned (-errno on
+    failure)."""
     argv = [injector(), str(srv.proc.pid)]
     for name, *args in calls:
         nr = NR[elf_machine(SERVER)][name]
-        argv.append(",".join([str(nr)] + [
-            "@" + a if isinstance(a, str) else str(a) for a in args]))
+        argv.append(",".join([str(nr)] + [inject_arg(a) for a in args]))
     r = subprocess.run(argv, capture_output=True, timeout=60)
     if r.returncode != 0:
         raise Failure("inject: exit %d: %s" % (
@@ -442,7 +457,7 @@ def test_confined_files_refused(ctx):
     return "Landlock ABI %d" % abi
 
 
-# -- under -r: the calls that take a path of their own --------------------------
+# -- under -r: the calls that take a path of their own, and sockets -------------
 
 # Room for what stat, statfs and readlink write back, in either ABI.
 OUT_BUFFER = "x" * 255
@@ -590,6 +605,113 @@ def test_truncate_outside_with_landlock_abi_2(ctx):
         "/inside", Attrs(size=2))).code, SSH_FX_OK)
     expect_eq("/inside after it", os.path.getsize(
         os.path.join(ctx.root, "inside")), 2)
+
+
+def unix_address(path):
+    """struct sockaddr_un for path, as the kernel reads it."""
+    return (socket.AF_UNIX.to_bytes(2, sys.byteorder) +
+            path.encode() + b"\0")
+
+
+def syslog_server(ctx, args):
+    """A server that logs to syslog, at its default level (ERROR: no line
+    before the sandbox), in a mount namespace of its own whose /dev holds
+    the test's /dev/log (a datagram socket) and /dev/null.  Returns the
+    server and that socket."""
+    if not shutil.which("unshare"):
+        raise Skip("no unshare (util-linux) for a /dev/log of the test's")
+    dev = os.path.join(ctx.tmp, "dev")
+    os.mkdir(dev, 0o755)
+    open(os.path.join(dev, "null"), "w").close()
+    log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    log.bind(os.path.join(dev, "log"))
+    log.setblocking(False)
+    jail = ["unshare", "--mount", "--propagation", "private", "--", "sh",
+            "-c", 'mount --bind /dev/null "$0/null" && mount --bind "$0" /dev '
+            '&& exec "$@"', dev]
+    srv = Server(jail + SERVER_ARGV + list(args), cwd=ctx.root)
+    ctx.servers.append(srv)
+    expect_eq("VERSION", srv.init().version, 3)
+    return srv, log
+
+
+def syslog_lines(log):
+    """The messages queued on the test's /dev/log, their header dropped
+    (and the newline that musl's syslog(3) ends them with)."""
+    out = []
+    while True:
+        try:
+            msg = log.recv(4096).decode(errors="replace")
+        except BlockingIOError:
+            return out
+        out.append(msg.split("]: ", 1)[-1].rstrip("\n"))
+
+
+@test
+def test_unix_sockets_refused_under_r(ctx):
+    """A unix listener outside the root (as systemd --user's): without -r,
+    socket(AF_UNIX) and connect(2) from inside the server reach it; under -r
+    both fail with EPERM and nothing reaches it.  The session goes on, and
+    its lines still reach the system log over the socket connected at
+    start."""
+    need_root("-r wants a root directory on a path only root can change")
+    injector()
+    path = os.path.join(ctx.outside, "listener")
+    lsn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        lsn.bind(path)
+        lsn.listen(4)
+        lsn.setblocking(False)
+        addr = unix_address(path)
+
+        srv = ctx.server()
+        r = inject(srv, ("socket", AF_UNIX, SOCK_STREAM, 0))
+        expect(r[0] >= 0, "socket(AF_UNIX) without -r: expected a "
+               "descriptor, got %s" % describe_result(r[0]))
+        c = inject(srv, ("connect", r[0], addr, len(addr)))
+        expect_eq("connect() to the listener without -r",
+                  describe_result(c[0]), describe_result(0))
+        # The connection is queued once connect() has returned.
+        conn, _ = lsn.accept()
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                struct.calcsize("3i"))
+        conn.close()
+        expect_eq("the listener's peer", struct.unpack("3i", creds)[0],
+                  srv.proc.pid)
+        inject(srv, ("close", r[0]))
+        expect_alive(srv, "after the calls without -r")
+
+        srv, log = syslog_server(ctx, ["-r", ctx.root])
+        r = inject(srv, ("socket", AF_UNIX, SOCK_STREAM, 0),
+                   ("socket", AF_UNIX, socket.SOCK_DGRAM, 0),
+                   ("connect", 0, addr, len(addr)))
+        got = [describe_result(v) for v in r]
+        expect_eq("socket(AF_UNIX, SOCK_STREAM), socket(AF_UNIX, "
+                  "SOCK_DGRAM) and connect() to the listener under -r",
+                  got, [describe_result(-errno.EPERM)] * 3)
+        try:
+            conn, _ = lsn.accept()
+            conn.close()
+            raise Failure("under -r, a connection reached the listener")
+        except BlockingIOError:
+            pass
+        expect_alive(srv, "after the calls under -r")
+        h = srv.open("/inside", SSH_FXF_READ)
+        data = srv.call(req_read(h, 0, 1000))
+        expect_eq("READ after the calls", getattr(data, "data", data),
+                  INSIDE)
+        srv.close_handle(h)
+        # An ERROR line, the session's first: syslog(3) sends it over the
+        # connection made at start, as it can make no other.
+        expect_type(srv.call(req_extended(b"nothing@example.com")), Status,
+                    "an unknown extended request")
+        # (A kernel whose Landlock cannot hold the root adds its own.)
+        lines = [l for l in syslog_lines(log) if "sandbox: " not in l]
+        log.close()
+        expect_eq("the system log's lines under -r", lines,
+                  ['error: Unknown extended request "nothing@example.com"'])
+    finally:
+        lsn.close()
 
 
 @test
