@@ -4,10 +4,11 @@
  * alone:
  *
  *   - PR_SET_NO_NEW_PRIVS: nothing it could run would gain privileges;
- *   - Landlock: under -r, file access only beneath the root, and reads of
- *     what user and group lookups need; wherever the ABI has them, no TCP
- *     bind or connect, and no abstract unix socket or signal reaching
- *     outside the process;
+ *   - Landlock: under -r, files opened, made, removed, renamed and linked
+ *     only beneath the root, and reads of what user and group lookups
+ *     need (not modes, owners, times or attributes: see not_under_r[]);
+ *     wherever the ABI has them, no TCP bind or connect, and no abstract
+ *     unix socket or signal reaching outside the process;
  *   - a seccomp filter, written by hand below: the system calls that
  *     serving makes are allowed, a few that must never be are refused with
  *     EPERM, every other one fails with ENOSYS (a C library that tries a
