@@ -88,8 +88,6 @@ static char *fs_getcwd(char *, size_t);
 
 static int root_fd = -1;
 static struct stat root_st;
-static int guarded;		/* fs_protect() named a file */
-static struct stat guard_st;	/* its device and inode */
 static char root_path[PATH_MAX];	/* canonical, as the system sees it */
 static char vcwd[PATH_MAX] = "/";
 
@@ -208,19 +206,143 @@ on_procfs(int fd)
 }
 
 /*
- * The protected file (fs_protect()): no request may open it, or change,
- * rename, link or remove it.  It is known by its device and inode, and
- * compared with what a request is about to act on: the descriptor it opened,
- * or the entry it names in a directory it holds open.
+ * The transfer log as configured (fs_protect()): the file the -L path names
+ * now, whatever rotations have happened since the session started, and the
+ * files beside it that rotation makes of it.  Its family is every entry of
+ * the log's directory whose name is the log's name, or begins with it and
+ * then '.' or '-' ("xfer.log.1", "xfer.log.2.gz", "xfer.log-20250101"): no
+ * request acts on such an entry, by name, and no request acts on a file
+ * that one of them names, however the request names it (a symlink, another
+ * hard link).  The first is decided by the directory descriptor and the name
+ * the call is about to act on, the second by device and inode, compared
+ * with what the call opened or the entry it is about to act on.
  */
+static int guarded;		/* fs_protect() was called */
+static struct stat log_st;	/* the log as this session opened it */
+static int logdir_fd = -1;	/* its directory, held open */
+static struct stat logdir_st;
+static DIR *logdir;		/* the same, for the family's scan */
+static char log_name[NAME_MAX + 1];	/* its name in that directory */
+static size_t log_name_len;
+
+/*
+ * The inodes of the family, as the last scan of the directory found them;
+ * trusted while the directory's ctime is the one seen then, and only when
+ * that was FAMILY_SETTLE seconds before the scan, so that a change in the
+ * same tick of the file system's clock cannot go unseen.
+ */
+#define FAMILY_SETTLE	2
+static ino_t *family;
+static size_t family_len, family_size;
+static struct timespec family_ctime;
+static int family_valid;
+
+/* Whether the server runs unconfined and guards nothing: the plain calls. */
 static int
-is_guarded(const struct stat *st)
+plain(void)
 {
-	return guarded && st->st_dev == guard_st.st_dev &&
-	    st->st_ino == guard_st.st_ino;
+	return !fs_confined() && !guarded;
 }
 
-/* Refuses a request on the protected file: -1 with EACCES. */
+static int
+same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Whether name is of the log's family, in whichever directory. */
+static int
+family_name(const char *name)
+{
+	return strncmp(name, log_name, log_name_len) == 0 &&
+	    (name[log_name_len] == '\0' || name[log_name_len] == '.' ||
+	    name[log_name_len] == '-');
+}
+
+/* Reads the family's inodes from the log's directory into family[]. */
+static int
+family_scan(void)
+{
+	struct dirent *de;
+	struct stat st;
+	ino_t *grown;
+	size_t n;
+
+	family_len = 0;
+	rewinddir(logdir);
+	errno = 0;
+	while ((de = readdir(logdir)) != NULL) {
+		if (!family_name(de->d_name))
+			continue;
+		if (fstatat(logdir_fd, de->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) == -1 || !S_ISREG(st.st_mode))
+			continue;	/* removed meanwhile; a link is no log */
+		if (family_len == family_size) {
+			n = family_size ? family_size * 2 : 16;
+			if ((grown = realloc(family, n * sizeof *family)) ==
+			    NULL)
+				return -1;
+			family = grown;
+			family_size = n;
+		}
+		family[family_len++] = st.st_ino;
+		errno = 0;
+	}
+	return errno == 0 ? 0 : -1;
+}
+
+/*
+ * Whether the regular file st, on the log directory's device, is of the
+ * family.  On any error, it is taken to be: a guard that cannot look refuses.
+ */
+static int
+in_family(const struct stat *st)
+{
+	struct stat dst;
+	struct timespec now;
+
+	if (logdir == NULL)
+		return 0;	/* the directory cannot be read: by name only */
+	if (fstat(logdir_fd, &dst) == -1)
+		return 1;
+	if (!family_valid || dst.st_ctim.tv_sec != family_ctime.tv_sec ||
+	    dst.st_ctim.tv_nsec != family_ctime.tv_nsec) {
+		if (clock_gettime(CLOCK_REALTIME, &now) == -1 ||
+		    family_scan() == -1) {
+			family_valid = 0;
+			return 1;
+		}
+		family_ctime = dst.st_ctim;
+		family_valid = now.tv_sec - dst.st_ctim.tv_sec >= FAMILY_SETTLE;
+	}
+	for (size_t i = 0; i < family_len; i++)
+		if (family[i] == st->st_ino)
+			return 1;
+	return 0;
+}
+
+/*
+ * The guard's rule for a file a call has opened or is about to act on:
+ * the log as opened, the file at the log's path now, or one of the family.
+ */
+static int
+is_log(const struct stat *st)
+{
+	struct stat now;
+
+	if (!guarded)
+		return 0;
+	if (same_file(st, &log_st))
+		return 1;
+	if (!S_ISREG(st->st_mode) || st->st_dev != logdir_st.st_dev)
+		return 0;	/* a log is a regular file in its directory */
+	if (fstatat(logdir_fd, log_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    same_file(st, &now))
+		return 1;
+	return in_family(st);
+}
+
+/* Refuses a request on the log: -1 with EACCES. */
 static int
 refuse(const char *path)
 {
@@ -229,7 +351,7 @@ refuse(const char *path)
 	return -1;
 }
 
-/* 0 unless fd is the protected file (then -1 with EACCES). */
+/* 0 unless fd is the log (then -1 with EACCES). */
 static int
 guard_fd(int fd, const char *path)
 {
@@ -239,10 +361,14 @@ guard_fd(int fd, const char *path)
 		return 0;
 	if (fstat(fd, &st) == -1)
 		return -1;
-	return is_guarded(&st) ? refuse(path) : 0;
+	return is_log(&st) ? refuse(path) : 0;
 }
 
-/* The same for the entry name of the directory dirfd, not followed. */
+/*
+ * The same for the entry name of the directory dirfd, not followed, and
+ * whether it exists or not: a name of the family in the log's directory
+ * is refused by name, so that no request makes, replaces or removes one.
+ */
 static int
 guard_entry(int dirfd, const char *name, const char *path)
 {
@@ -250,16 +376,57 @@ guard_entry(int dirfd, const char *name, const char *path)
 
 	if (!guarded)
 		return 0;
+	if (family_name(name)) {
+		if (fstat(dirfd, &st) == -1)
+			return -1;
+		if (same_file(&st, &logdir_st))
+			return refuse(path);
+	}
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
 		return errno == ENOENT ? 0 : -1;
-	return is_guarded(&st) ? refuse(path) : 0;
+	return is_log(&st) ? refuse(path) : 0;
 }
 
 int
-fs_protect(int fd)
+fs_protect(const char *path, int fd)
 {
-	if (fstat(fd, &guard_st) == -1)
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *base;
+	int dfd;
+
+	base = slash != NULL ? slash + 1 : path;
+	if (strlen(base) == 0 || strlen(base) > NAME_MAX ||
+	    strlen(path) >= sizeof dir) {
+		errno = EINVAL;
 		return -1;
+	}
+	if (slash == NULL)
+		memcpy(dir, ".", 2);
+	else if (slash == path)
+		memcpy(dir, "/", 2);
+	else
+		(void)snprintf(dir, sizeof dir, "%.*s", (int)(slash - path),
+		    path);
+	if (fstat(fd, &log_st) == -1)
+		return -1;
+	/*
+	 * Read to list the family; a directory the user may not read is
+	 * guarded by the names and the file at the path alone.
+	 */
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		if ((logdir = fdopendir(dfd)) == NULL) {
+			close_keep_errno(dfd);
+			return -1;
+		}
+	} else if (errno != EACCES ||
+	    (dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		return -1;
+	}
+	if (fstat(dfd, &logdir_st) == -1)
+		return -1;
+	logdir_fd = dfd;
+	memcpy(log_name, base, strlen(base) + 1);
+	log_name_len = strlen(base);
 	guarded = 1;
 	return 0;
 }
@@ -826,7 +993,7 @@ open_guarded(const char *path, int flags, mode_t mode)
 		return -1;
 	if (fstat(fd, &st) == -1)
 		goto fail;
-	if (is_guarded(&st)) {
+	if (is_log(&st)) {
 		(void)refuse(path);
 		goto fail;
 	}
@@ -983,12 +1150,11 @@ entry_op(enum entry_op op, const char *path, mode_t mode, const char *target)
 	if (base == NULL) {
 		errno = op == OP_UNLINK ? EISDIR : dots_errno(buf,
 		    op == OP_RMDIR);
-	} else {
+	} else if (guard_entry(fd, base, path) == 0) {
 		/* None of these follows base, the last name. */
 		switch (op) {
 		case OP_UNLINK:
-			if (guard_entry(fd, base, path) == 0)
-				r = unlinkat(fd, base, 0);
+			r = unlinkat(fd, base, 0);
 			break;
 		case OP_MKDIR:
 			r = mkdirat(fd, base, mode);
@@ -1008,7 +1174,7 @@ entry_op(enum entry_op op, const char *path, mode_t mode, const char *target)
 int
 fs_unlink(const char *path)
 {
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return unlink(path);
 	return entry_op(OP_UNLINK, path, 0, NULL);
 }
@@ -1016,7 +1182,7 @@ fs_unlink(const char *path)
 int
 fs_mkdir(const char *path, mode_t mode)
 {
-	if (!fs_confined())
+	if (plain())
 		return mkdir(path, mode);
 	return entry_op(OP_MKDIR, path, mode, NULL);
 }
@@ -1024,7 +1190,7 @@ fs_mkdir(const char *path, mode_t mode)
 int
 fs_rmdir(const char *path)
 {
-	if (!fs_confined())
+	if (plain())
 		return rmdir(path);
 	return entry_op(OP_RMDIR, path, 0, NULL);
 }
@@ -1032,7 +1198,7 @@ fs_rmdir(const char *path)
 int
 fs_symlink(const char *target, const char *linkpath)
 {
-	if (!fs_confined())
+	if (plain())
 		return symlink(target, linkpath);
 	return entry_op(OP_SYMLINK, linkpath, 0, target);
 }
@@ -1060,8 +1226,8 @@ pair_op(int is_link, int noreplace, const char *oldpath, const char *newpath)
 	if (obase == NULL || nbase == NULL)
 		errno = is_link ? EEXIST : EBUSY;
 	else if (guard_entry(ofd, obase, oldpath) == -1 ||
-	    (!is_link && guard_entry(nfd, nbase, newpath) == -1))
-		;	/* the protected file, renamed, replaced or linked */
+	    guard_entry(nfd, nbase, newpath) == -1)
+		;	/* the log, renamed, replaced or linked */
 	else if (is_link)	/* without AT_SYMLINK_FOLLOW: the link itself */
 		r = linkat(ofd, obase, nfd, nbase, 0);
 	else if (noreplace)
@@ -1076,7 +1242,7 @@ pair_op(int is_link, int noreplace, const char *oldpath, const char *newpath)
 int
 fs_link(const char *oldpath, const char *newpath)
 {
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return link(oldpath, newpath);
 	return pair_op(1, 0, oldpath, newpath);
 }
@@ -1084,7 +1250,7 @@ fs_link(const char *oldpath, const char *newpath)
 int
 fs_rename(const char *oldpath, const char *newpath, int noreplace)
 {
-	if (!fs_confined() && !guarded) {
+	if (plain()) {
 		if (noreplace)
 			return sys_rename_noreplace(AT_FDCWD, oldpath,
 			    AT_FDCWD, newpath);
@@ -1104,12 +1270,12 @@ fs_truncate(const char *path, off_t size)
 	struct stat st;
 	int fd, r = -1;
 
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return truncate(path, size);
 	if ((fd = jail_open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1)
 		return -1;
 	if (fstat(fd, &st) == 0) {
-		if (is_guarded(&st))
+		if (is_log(&st))
 			(void)refuse(path);
 		else if (S_ISREG(st.st_mode))
 			r = ftruncate(fd, size);
@@ -1200,7 +1366,7 @@ chmod_nofollow(int dirfd, const char *base, mode_t mode)
 	if ((fd = openat(dirfd, base, O_PATH | O_NOFOLLOW | O_CLOEXEC)) == -1)
 		return -1;
 	if (fstat(fd, &st) == 0) {
-		if (is_guarded(&st))
+		if (is_log(&st))
 			(void)refuse(base);
 		else if (S_ISLNK(st.st_mode))
 			errno = EOPNOTSUPP;
@@ -1219,7 +1385,7 @@ fs_chmod(const char *path, mode_t mode, int follow)
 	struct stat st;
 	int fd, r;
 
-	if (!fs_confined() && !guarded) {
+	if (plain()) {
 		if (follow)
 			return chmod(path, mode);
 		return chmod_nofollow(AT_FDCWD, path, mode);
@@ -1229,7 +1395,7 @@ fs_chmod(const char *path, mode_t mode, int follow)
 	if (base != NULL)
 		r = chmod_nofollow(fd, base, mode);
 	else if ((r = fstat(fd, &st)) == 0)
-		r = is_guarded(&st) ? refuse(path) :
+		r = is_log(&st) ? refuse(path) :
 		    chmod_fd(fd, &st, -1, NULL, path, mode);
 	close_keep_errno(fd);
 	return r;
@@ -1242,7 +1408,7 @@ fs_utimes(const char *path, const struct timespec ts[2], int follow)
 	const char *base;
 	int fd, r;
 
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return utimensat(AT_FDCWD, path, ts,
 		    follow ? 0 : AT_SYMLINK_NOFOLLOW);
 	if ((fd = jail_target(path, follow, buf, &base)) == -1)
@@ -1264,7 +1430,7 @@ fs_chown(const char *path, uid_t uid, gid_t gid, int follow)
 	const char *base;
 	int fd, r;
 
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return follow ? chown(path, uid, gid) :
 		    fchownat(AT_FDCWD, path, uid, gid, AT_SYMLINK_NOFOLLOW);
 	if ((fd = jail_target(path, follow, buf, &base)) == -1)
@@ -1286,6 +1452,13 @@ fs_reset(void)
 	if (root_fd != -1)
 		(void)close(root_fd);
 	root_fd = -1;
+	if (logdir != NULL)
+		(void)closedir(logdir);
+	else if (logdir_fd != -1)
+		(void)close(logdir_fd);
+	logdir = NULL;
+	logdir_fd = -1;
+	family_valid = 0;
 	guarded = 0;
 	root_path[0] = '\0';
 	memcpy(vcwd, "/", 2);

@@ -634,7 +634,7 @@ open_xferlog(const char *path)
 	const char *why;
 
 	if (xferlog_open(path) == 0) {
-		if (fs_protect(xferlog_fd()) == 0)
+		if (fs_protect(path, xferlog_fd()) == 0)
 			return;
 		why = strerror(errno);
 	} else if (errno == ENOENT) {

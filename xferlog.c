@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sys-gnu.h"
 #include "xferlog.h"
 
 /*
@@ -24,33 +26,103 @@
 #define LINE_MAX_BYTES	(80 * 1024)
 
 static int log_fd = -1;
+static struct stat log_st;	/* the file log_fd holds */
+static int dir_fd = -1;		/* the log's directory, for rotations */
+static char log_name[NAME_MAX + 1];	/* the log's name in it */
+static struct stat stuck_st;	/* a new file that could not be opened */
 static int failed;		/* a write failed: reported once */
+static int stuck;		/* a rotation not followed: reported once */
 static const char *user = "";
 static char addr[64], port[16];
 static char linebuf[LINE_MAX_BYTES];
 
-int
-xferlog_open(const char *path)
+/*
+ * Opens name in the directory dirfd for appending, never creating it and
+ * never through a symlink, and only a regular file.  Returns the descriptor,
+ * with its fstat() in st, or -1 with errno.
+ */
+static int
+open_log(int dirfd, const char *name, struct stat *st)
 {
-	struct stat st;
 	int fd, e;
 
-	/* Never created, never through a symlink in its place. */
-	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY |
+	fd = openat(dirfd, name, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY |
 	    O_NONBLOCK | O_NOFOLLOW);
 	if (fd == -1) {
 		if (errno == ENXIO)
 			errno = EINVAL;	/* a FIFO without a reader, a device */
 		return -1;
 	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		e = S_ISREG(st.st_mode) ? errno : EINVAL;
+	if (fstat(fd, st) == -1 || !S_ISREG(st->st_mode)) {
+		e = S_ISREG(st->st_mode) ? errno : EINVAL;
 		(void)close(fd);
 		errno = e;
 		return -1;
 	}
+	return fd;
+}
+
+int
+xferlog_open(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	const char *base = slash != NULL ? slash + 1 : path;
+	int fd, e;
+
+	if (strlen(base) > NAME_MAX || strlen(path) >= sizeof dir) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((fd = open_log(AT_FDCWD, path, &log_st)) == -1)
+		return -1;
+	if (slash == NULL)
+		memcpy(dir, ".", 2);
+	else
+		(void)snprintf(dir, sizeof dir, "%.*s",
+		    slash == path ? 1 : (int)(slash - path), path);
+	if ((dir_fd = sys_open_path(dir)) == -1) {
+		e = errno;
+		(void)close(fd);
+		errno = e;
+		return -1;
+	}
+	memcpy(log_name, base, strlen(base) + 1);
 	log_fd = fd;
 	return 0;
+}
+
+/*
+ * After a rotation (the log renamed, a new one made at its path), the next
+ * record goes to the new file, as logrotate's "create" expects: the path
+ * is looked at before each record.  Until the new file exists, and when it
+ * cannot be opened (under -r, where Landlock keeps files beneath the root),
+ * records go on to the file already open, which the rotation renamed.
+ */
+static void
+follow_rotation(void)
+{
+	struct stat st, nst;
+	int fd;
+
+	if (fstatat(dir_fd, log_name, &st, AT_SYMLINK_NOFOLLOW) == -1 ||
+	    !S_ISREG(st.st_mode) || (st.st_dev == log_st.st_dev &&
+	    st.st_ino == log_st.st_ino) || (st.st_dev == stuck_st.st_dev &&
+	    st.st_ino == stuck_st.st_ino))
+		return;
+	if ((fd = open_log(dir_fd, log_name, &nst)) == -1) {
+		stuck_st = st;	/* tried once */
+		if (!stuck) {
+			stuck = 1;
+			error("transfer log: cannot open the new \"%s\" after "
+			    "a rotation (%s): writing on to the rotated file",
+			    log_name, strerror(errno));
+		}
+		return;
+	}
+	(void)close(log_fd);
+	log_fd = fd;
+	log_st = nst;
 }
 
 int
@@ -305,6 +377,7 @@ xferlog_write(const struct xfer_event *e)
 
 	if (log_fd == -1)
 		return;
+	follow_rotation();
 	if (clock_gettime(CLOCK_REALTIME, &ts) == -1 ||
 	    gmtime_r(&ts.tv_sec, &tm) == NULL)
 		memset(&tm, 0, sizeof tm);

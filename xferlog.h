@@ -6,7 +6,8 @@
  * how much, and did it finish" without the AUTH stream of the system log.
  *
  * A failed write never fails a request; the first one is reported in the
- * normal log.
+ * normal log.  After a rotation (the file renamed and a new one made at its
+ * path) the next line goes to the new file.
  */
 #ifndef XFERLOG_H
 #define XFERLOG_H
@@ -45,7 +46,9 @@ struct xfer_event {
  * it is never created (a log made by the first session would belong to that
  * user) and never opened through a symlink in its place.  Returns 0, or -1
  * with errno: ENOENT, ELOOP for a symlink, EINVAL for anything but a regular
- * file, or what open(2) said.
+ * file, or what open(2) said.  The log's directory is held open, so that a
+ * rotation is found by the same name in the same directory whatever the
+ * current directory becomes.
  */
 int	xferlog_open(const char *path);
 /* The log's descriptor, or -1: for fs_protect(). */
@@ -57,7 +60,12 @@ int	xferlog_enabled(void);
  * NULL), named in every line.  Both strings must outlive the session.
  */
 void	xferlog_session(const char *user, const char *connection);
-/* Writes one line, when the log is open. */
+/*
+ * Writes one line, when the log is open: to the file the path names now,
+ * when it is another regular file than the one open and can be opened as
+ * xferlog_open() would; otherwise to the one open (the first such failure
+ * is reported in the normal log).
+ */
 void	xferlog_write(const struct xfer_event *);
 
 #endif /* XFERLOG_H */

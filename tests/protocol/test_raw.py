@@ -25,6 +25,7 @@ import grp
 import os
 import pwd
 import random
+import re
 import shutil
 import stat
 import struct
@@ -2427,6 +2428,177 @@ def test_transfer_log_is_out_of_reach_of_requests(ctx):
     expect(all(r.get("session") for r in recs), "a record not the "
            "server's: %r" % recs)
     expect_eq("the other file", ctx.read("other"), b"other")
+
+
+def rotate_log(ctx, name, keep):
+    """Rotates as the manual says: name.N-1 to name.N, ..., name to name.1,
+    then a new, empty name with the same mode.  Returns the old contents."""
+    was = ctx.read(name)
+    mode = os.stat(ctx.path(name)).st_mode & 0o7777
+    for n in range(keep - 1, 0, -1):
+        if os.path.exists(ctx.path("%s.%d" % (name, n))):
+            os.rename(ctx.path("%s.%d" % (name, n)),
+                      ctx.path("%s.%d" % (name, n + 1)))
+    os.rename(ctx.path(name), ctx.path(name + ".1"))
+    ctx.write(name, b"", mode=mode)
+    return was
+
+
+def attack_log(srv, ctx, names, prefix):
+    """Every way a request could change the log or a rotated file; each
+    must be refused."""
+    for i, n in enumerate(names):
+        for pf in (SSH_FXF_WRITE | SSH_FXF_TRUNC,
+                   SSH_FXF_WRITE | SSH_FXF_APPEND,
+                   SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC,
+                   SSH_FXF_READ):
+            expect_status(srv.call(req_open(n, pf)),
+                          SSH_FX_PERMISSION_DENIED,
+                          "%s: OPEN %s flags 0x%x" % (prefix, n, pf))
+        for a in (Attrs(size=0), Attrs(permissions=0o777),
+                  Attrs(atime=1, mtime=1)):
+            expect_status(srv.call(req_setstat(n, a)),
+                          SSH_FX_PERMISSION_DENIED,
+                          "%s: SETSTAT %s %r" % (prefix, n, a))
+        for req, what in (
+                (req_remove(n), "REMOVE"),
+                (req_rename(n, "moved"), "RENAME from"),
+                (req_posix_rename("other", n), "posix-rename onto"),
+                (req_hardlink(n, "linked"), "hardlink from")):
+            expect_status(srv.call(req), SSH_FX_PERMISSION_DENIED,
+                          "%s: %s %s" % (prefix, what, n))
+        # A symlink to it is the client's to make; opening it is refused.
+        link = "%s-ln%d" % (prefix, i)
+        expect_status(srv.call(req_symlink(n, link)), SSH_FX_OK,
+                      "%s: SYMLINK to %s" % (prefix, n))
+        for pf in (SSH_FXF_WRITE | SSH_FXF_TRUNC,
+                   SSH_FXF_WRITE | SSH_FXF_APPEND):
+            expect_status(srv.call(req_open(link, pf)),
+                          SSH_FX_PERMISSION_DENIED,
+                          "%s: OPEN %s -> %s flags 0x%x" % (prefix, link, n,
+                                                            pf))
+        expect_status(srv.call(req_setstat(link, Attrs(size=0))),
+                      SSH_FX_PERMISSION_DENIED,
+                      "%s: SETSTAT size 0 of %s -> %s" % (prefix, link, n))
+    # No entry of the family is made in the log's directory either.
+    d = names[0].rsplit("/", 1)[0]
+    for req, what in ((req_mkdir(d + "/xfer.log.9"), "MKDIR"),
+                      (req_symlink("/", d + "/xfer.log-x"), "SYMLINK"),
+                      (req_hardlink("other", d + "/xfer.log.8"),
+                       "hardlink onto"),
+                      (req_rename("other", d + "/xfer.log.6"),
+                       "RENAME onto")):
+        expect_status(srv.call(req), SSH_FX_PERMISSION_DENIED, "%s: %s %s" %
+                      (prefix, what, req[1][:40]))
+
+
+@test
+def test_transfer_log_is_guarded_across_rotations(ctx):
+    # Two rotations: one session open across both, one started after.
+    # Under -r the log lies beneath the root, where requests could reach it.
+    for args in ([], ["-r", ctx.cwd, "-d", "/"]):
+        if "-r" in args and (os.geteuid() != 0 or suite.emulator()):
+            continue
+        for n in os.listdir(ctx.cwd):
+            p = ctx.path(n)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
+        os.mkdir(ctx.path("logs"), 0o755)
+        log = ctx.write("logs/xfer.log", mode=0o666)
+        ctx.write("other", b"other")
+        d = "/logs" if "-r" in args else "logs"
+        tag = "-r" if args else "plain"
+        before = ctx.server(args + ["-e", "-L", log])
+        expect_status(before.call(req_mkdir("d1")), SSH_FX_OK, "MKDIR d1")
+        first = rotate_log(ctx, "logs/xfer.log", 5)
+        expect_status(before.call(req_mkdir("d2")), SSH_FX_OK, "MKDIR d2")
+        second = rotate_log(ctx, "logs/xfer.log", 5)
+        # A hard link that another program made to the oldest file.
+        os.link(ctx.path("logs/xfer.log.2"), ctx.path("hl"))
+        after = ctx.server(args + ["-e", "-L", log])
+        names = [d + "/xfer.log", d + "/xfer.log.1", d + "/xfer.log.2",
+                 "hl", "logs/../" + d.lstrip("/") + "/xfer.log.1"]
+        attack_log(before, ctx, names, tag + " before")
+        attack_log(after, ctx, names, tag + " after")
+        expect_status(before.call(req_mkdir("d3")), SSH_FX_OK, "MKDIR d3")
+        for srv, who in ((before, "before"), (after, "after")):
+            expect_eq("%s %s: exit status" % (tag, who), srv.close(), 0)
+            err = srv.stderr_output()
+            expect(b'it is the transfer log' in err, "%s %s: no refusal "
+                   "logged: %r" % (tag, who, err[:300]))
+        # Each file holds what it held, and then the records that came
+        # while it was the log, every one from these sessions.
+        pids = {before.proc.pid, after.proc.pid}
+        for name, events in (("logs/xfer.log.2", ["session-open", "mkdir"]),
+                             ("logs/xfer.log.1", ["mkdir"])):
+            recs = log_records(ctx, name)
+            expect_eq("%s: events in %s" % (tag, name),
+                      [r["event"] for r in recs], events)
+        expect_eq("%s: xfer.log.2 is what was first rotated" % tag,
+                  ctx.read("logs/xfer.log.2"), first)
+        expect_eq("%s: xfer.log.1 is what was rotated second" % tag,
+                  ctx.read("logs/xfer.log.1"), second)
+        recs = log_records(ctx, "logs/xfer.log")
+        expect(all(r["session"] in pids for r in recs),
+               "%s: a record not the servers': %r" % (tag, recs))
+        expect_eq("%s: the new log's first record" % tag,
+                  (recs[0]["session"], recs[0]["event"]),
+                  (after.proc.pid, "session-open"))
+        mkdirs = [(r["session"], r["path"], r["result"]) for r in recs
+                  if r["event"] == "mkdir"]
+        expect((before.proc.pid, "d3", "ok") in mkdirs,
+               "%s: MKDIR d3 of the session open across the rotations "
+               "not in the new log: %r" % (tag, mkdirs))
+        closes = [r["session"] for r in recs if r["event"] ==
+                  "session-close"]
+        expect_eq("%s: session-close records" % tag, sorted(closes),
+                  sorted(pids))
+        for n in ("moved", "linked", "logs/xfer.log.9", "logs/xfer.log-x",
+                  "logs/xfer.log.8", "logs/xfer.log.6"):
+            expect(not os.path.lexists(ctx.path(n)), "%s: %s exists" %
+                   (tag, n))
+        expect_eq("%s: the other file" % tag, ctx.read("other"), b"other")
+
+
+@test
+def test_transfer_log_rotation_outside_the_root(ctx):
+    # Under -r with the log outside the root, Landlock (where the kernel
+    # has it) keeps the session from opening the new file: its records go
+    # on to the rotated one, and it says so once.  Without Landlock the
+    # session follows the rotation as it does without -r.
+    if os.geteuid() != 0 or suite.emulator():
+        raise Skip("-r wants a root only root can change, and openat2(2)")
+    os.mkdir(ctx.path("root"), 0o755)
+    os.mkdir(ctx.path("logs"), 0o755)
+    log = ctx.write("logs/xfer.log", mode=0o666)
+    srv = ctx.server(["-e", "-l", "VERBOSE", "-L", log, "-r",
+                      ctx.path("root"), "-d", "/"])
+    expect_status(srv.call(req_mkdir("d1")), SSH_FX_OK, "MKDIR d1")
+    rotate_log(ctx, "logs/xfer.log", 2)
+    expect_status(srv.call(req_mkdir("d2")), SSH_FX_OK, "MKDIR d2")
+    expect_status(srv.call(req_mkdir("d3")), SSH_FX_OK, "MKDIR d3")
+    expect_eq("exit status", srv.close(), 0)
+    err = srv.stderr_output()
+    landlock = re.search(rb"landlock ABI \d+: files beneath", err)
+    old = [r["event"] for r in log_records(ctx, "logs/xfer.log.1")]
+    new = [r["event"] for r in log_records(ctx, "logs/xfer.log")]
+    stuck = err.count(b"transfer log: cannot open the new \"xfer.log\" "
+                      b"after a rotation (Permission denied): writing on "
+                      b"to the rotated file")
+    if landlock:
+        expect_eq("records in the rotated file", old,
+                  ["session-open", "mkdir", "mkdir", "mkdir",
+                   "session-close"])
+        expect_eq("records in the new file", new, [])
+        expect_eq("reports of the rotation not followed", stuck, 1)
+    else:
+        expect_eq("records in the rotated file", old,
+                  ["session-open", "mkdir"])
+        expect_eq("records in the new file", new,
+                  ["mkdir", "mkdir", "session-close"])
+        expect_eq("reports of the rotation not followed", stuck, 0)
 
 
 @test
