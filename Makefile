@@ -273,7 +273,7 @@ test-deps:
 	    openssh-server openssh-sftp-server python3 python3-paramiko \
 	    python3-asyncssh mandoc lftp curl valgrind strace \
 	    libclang-rt-14-dev debhelper devscripts lintian dpkg-dev fakeroot \
-	    autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 \
+	    autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 logrotate \
 	    glusterfs-server glusterfs-client iproute2 $(CROSS_PKGS)
 
 install: sftp-server

@@ -2601,6 +2601,185 @@ def test_transfer_log_rotation_outside_the_root(ctx):
         expect_eq("reports of the rotation not followed", stuck, 0)
 
 
+MANUAL = os.path.join(HERE, "..", "..", "man", "sftp-server.8")
+MANUAL_LOG = "/var/log/sftp-transfers.log"
+
+
+def manual_log_blocks():
+    """The literal blocks of the manual's TRANSFER LOG section, as text."""
+    with open(MANUAL) as f:
+        text = f.read()
+    section = text.split(".Sh TRANSFER LOG\n", 1)[1].split("\n.Sh ", 1)[0]
+    blocks = []
+    for part in section.split(".Bd -literal -offset indent\n")[1:]:
+        blocks.append(part.split(".Ed\n", 1)[0])
+    return blocks
+
+
+def manual_commands(block, log):
+    """A block of "# command" lines as a shell script for log."""
+    lines = block.splitlines()
+    expect(all(x.startswith("# ") for x in lines), "not a block of "
+           "commands: %r" % block)
+    return "\n".join(x[2:] for x in lines).replace(MANUAL_LOG, log) + "\n"
+
+
+def append_only_dir(ctx):
+    """A directory on a file system with chattr +a: ctx's own, else a
+    small ext4 image mounted on loop.  Returns (path, unmount or None);
+    raises Skip with the reason when there is none."""
+    import subprocess
+    if not shutil.which("chattr"):
+        raise Skip("chattr (e2fsprogs) not installed")
+    if os.geteuid() != 0:
+        raise Skip("chattr +a needs root (CAP_LINUX_IMMUTABLE)")
+    d = ctx.path("fs")
+    os.mkdir(d, 0o755)
+    probe = os.path.join(d, "probe")
+    open(probe, "w").close()
+    if subprocess.run(["chattr", "+a", probe], capture_output=True
+                      ).returncode == 0:
+        subprocess.run(["chattr", "-a", probe], check=True)
+        os.unlink(probe)
+        return d, None
+    os.unlink(probe)
+    img = ctx.path("fs.img")
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    for argv in (["mkfs.ext4", "-q", "-F", img],
+                 ["mount", "-o", "loop", img, d]):
+        r = subprocess.run(argv, capture_output=True)
+        if r.returncode != 0:
+            raise Skip("%s's file system has no chattr +a, and %s failed: "
+                       "%s" % (ctx.cwd, argv[0], r.stderr.decode()[:200]))
+    os.chmod(d, 0o755)
+    return d, lambda: subprocess.run(["umount", d], check=True)
+
+
+def logrotate_config(block, log, append_only):
+    """The manual's logrotate block for log; without append_only, with its
+    two scripts left out, as the manual says."""
+    text = block.replace(MANUAL_LOG, log)
+    if not append_only:
+        text = re.sub(r"\t(prerotate|postrotate)\n.*?\tendscript\n", "",
+                      text, flags=re.S)
+    return text
+
+
+@test
+def test_transfer_log_rotation_by_hand_as_the_manual_says(ctx):
+    rotation_recipes(ctx, [("by hand", False), ("by hand, chattr +a", True)])
+
+
+@test
+def test_transfer_log_rotation_by_logrotate_as_the_manual_says(ctx):
+    if not shutil.which("logrotate"):
+        raise Skip("logrotate not installed")
+    rotation_recipes(ctx, [("logrotate", False),
+                           ("logrotate, chattr +a", True)])
+
+
+def rotation_recipes(ctx, variants):
+    """The manual's own commands, as written, with and without chattr +a,
+    or its logrotate configuration: a session open across the rotation
+    writes on to the new file, one started after it too, neither reaches
+    either file, and an append-only log is append-only again after."""
+    import subprocess
+    blocks = manual_log_blocks()
+    setup = [b for b in blocks if "install" in b and "mv " not in b]
+    plain = [b for b in blocks if "mv " in b and "chattr" not in b]
+    flagged = [b for b in blocks if "mv " in b and "chattr -a" in b]
+    conf = [b for b in blocks if "{" in b]
+    expect_eq("the manual's blocks: set-up, rotations, logrotate",
+              (len(setup), len(plain), len(flagged), len(conf)),
+              (1, 1, 1, 1))
+    d, unmount = append_only_dir(ctx)
+    try:
+        for what, append_only in variants:
+            logs = os.path.join(d, "logs")
+            if os.path.exists(logs):
+                subprocess.run(["chattr", "-R", "-a", logs], check=True)
+                shutil.rmtree(logs)
+            os.mkdir(logs, 0o755)
+            log = os.path.join(logs, "sftp-transfers.log")
+            script = manual_commands(setup[0], log)
+            if not append_only:
+                script = "\n".join(x for x in script.splitlines()
+                                   if "chattr" not in x) + "\n"
+            subprocess.run(["sh", "-ec", script], check=True)
+            first = ctx.server(["-e", "-L", log])
+            expect_status(first.call(req_mkdir("a1")), SSH_FX_OK, "MKDIR")
+            if append_only:
+                # The plain rename fails on an append-only log, as the
+                # manual says, and changes nothing.
+                r = subprocess.run(["sh", "-ec", manual_commands(plain[0],
+                                                                 log)],
+                                   capture_output=True)
+                expect(r.returncode != 0 and b"Operation not permitted" in
+                       r.stderr, "%s: the plain rotation of an append-only "
+                       "log: %r" % (what, r))
+                expect(not os.path.exists(log + ".1"),
+                       "%s: renamed all the same" % what)
+            if what.startswith("logrotate"):
+                cf = os.path.join(d, "logrotate.conf")
+                with open(cf, "w") as f:
+                    f.write(logrotate_config(conf[0], log, append_only))
+                r = subprocess.run(["logrotate", "-f", "-s",
+                                    os.path.join(d, "state"), cf],
+                                   capture_output=True)
+            else:
+                r = subprocess.run(["sh", "-ec", manual_commands(
+                    flagged[0] if append_only else plain[0], log)],
+                    capture_output=True)
+            expect_eq("%s: exit status of the rotation (%r)" % (what,
+                                                                r.stderr),
+                      r.returncode, 0)
+            expect_status(first.call(req_mkdir("a2")), SSH_FX_OK, "MKDIR")
+            second = ctx.server(["-e", "-L", log])
+            expect_status(second.call(req_mkdir("a3")), SSH_FX_OK, "MKDIR")
+            for srv in (first, second):
+                for n in (log, log + ".1"):
+                    for pf in (SSH_FXF_WRITE | SSH_FXF_TRUNC,
+                               SSH_FXF_WRITE | SSH_FXF_APPEND):
+                        expect_status(srv.call(req_open(n, pf)),
+                                      SSH_FX_PERMISSION_DENIED,
+                                      "%s: OPEN %s 0x%x" % (what, n, pf))
+            expect_eq("%s: exit status" % what, first.close(), 0)
+            expect_eq("%s: exit status" % what, second.close(), 0)
+            if append_only:
+                for n, flagged_now in ((log, True), (log + ".1", False)):
+                    try:
+                        os.close(os.open(n, os.O_WRONLY))
+                        writable = True
+                    except PermissionError:
+                        writable = False
+                    expect_eq("%s: %s append-only" % (what, n), not writable,
+                              flagged_now)
+            old = [(r["session"], r["event"]) for r in
+                   json_lines(log + ".1")]
+            new = [(r["session"], r["event"]) for r in json_lines(log)]
+            a, b = first.proc.pid, second.proc.pid
+            expect_eq("%s: the rotated file" % what, old,
+                      [(a, "session-open"), (a, "mkdir")])
+            expect_eq("%s: the new file" % what, new,
+                      [(a, "mkdir"), (b, "session-open"), (b, "mkdir"),
+                       (a, "session-close"), (b, "session-close")])
+            os.rmdir(ctx.path("a1"))
+            os.rmdir(ctx.path("a2"))
+            os.rmdir(ctx.path("a3"))
+    finally:
+        if os.path.exists(os.path.join(d, "logs")):
+            subprocess.run(["chattr", "-R", "-a", os.path.join(d, "logs")])
+        if unmount is not None:
+            unmount()
+
+
+def json_lines(path):
+    import json
+    with open(path, "rb") as f:
+        return [json.loads(x.decode("utf-8")) for x in f.read().splitlines()]
+
+
 @test
 def test_transfer_log_must_be_a_regular_file_not_a_symlink(ctx):
     theirs = ctx.write("theirs", b"", mode=0o666)
