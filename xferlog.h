@@ -51,7 +51,15 @@ struct xfer_event {
  * current directory becomes.
  */
 int	xferlog_open(const char *path);
-/* The log's descriptor, or -1: for fs_protect(). */
+/*
+ * Sends the records to the system log instead, one message each, at
+ * facility (LOG_LOCAL6, ...) and LOG_INFO, tagged SYSLOG_TAG's
+ * "sftp-transfer", on a socket of their own connected now to the system
+ * log (a restarted system log is connected to again).  Returns 0, or -1
+ * with errno from socket(2) or connect(2).
+ */
+int	xferlog_open_syslog(int facility);
+/* The log file's descriptor, or -1: for fs_protect(). */
 int	xferlog_fd(void);
 /* Whether the log is open. */
 int	xferlog_enabled(void);

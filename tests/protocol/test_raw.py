@@ -2780,6 +2780,142 @@ def json_lines(path):
         return [json.loads(x.decode("utf-8")) for x in f.read().splitlines()]
 
 
+# The server in a mount namespace of its own whose /dev holds only null and
+# a "log" that leads to $1/log.sock: the system log of the test alone.
+SYSLOG_NS = r'''
+d=$1; shift
+mkdir "$d/dev"
+: > "$d/dev/null"
+mount --bind /dev/null "$d/dev/null"
+ln -s "$d/log.sock" "$d/dev/log"
+mount --rbind "$d/dev" /dev
+exec "$@"
+'''
+
+
+class SyslogReceiver:
+    """A system log at DIR/log.sock: keeps each message as it came."""
+
+    def __init__(self, d):
+        import socket
+        import threading
+        self.path = os.path.join(d, "log.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.messages = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            msg = self.sock.recv(1 << 20)
+            if msg == b"STOP":
+                return
+            self.messages.append(msg)
+
+    def stop(self):
+        """Every message sent before this call, then the socket gone."""
+        import socket
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.sendto(b"STOP", self.path)
+        s.close()
+        self.thread.join(30)
+        self.sock.close()
+        os.unlink(self.path)
+        return self.messages
+
+
+def syslog_server(ctx, d, args, **kw):
+    return ctx.start("unshare", ["-m", "--propagation", "private", "sh",
+                                 "-ec", SYSLOG_NS, "sh", d] + SERVER_ARGV +
+                     args, **kw)
+
+
+def syslog_session(srv):
+    """The requests whose records the two forms of the log must agree on."""
+    h = srv.open("f", SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC)
+    expect_status(srv.call(req_write(h, 0, b"x" * 1000)), SSH_FX_OK,
+                  "WRITE")
+    expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    expect_status(srv.call(req_mkdir("d\nnew\xe9")), SSH_FX_OK, "MKDIR")
+    expect_status(srv.call(req_rename("f", "g")), SSH_FX_OK, "RENAME")
+    expect_status(srv.call(req_setstat("g", Attrs(permissions=0o600))),
+                  SSH_FX_OK, "SETSTAT")
+    expect_status(srv.call(req_remove("missing")), SSH_FX_NO_SUCH_FILE,
+                  "REMOVE")
+
+
+def comparable(rec):
+    return {k: v for k, v in rec.items() if k not in ("time", "duration")}
+
+
+@test
+def test_transfer_log_to_the_system_log(ctx):
+    # -L syslog:LOCAL6: each record is one message at local6.info, tagged
+    # sftp-transfer[PID], whose text is the record the file form writes.
+    import json
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("a /dev/log of the test's own needs root and unshare(1)")
+    if suite.emulator():
+        raise Skip("under an emulator the mount namespace's binary is "
+                   "not the server")
+    log = ctx.write("xfer.log")
+    env = dict(os.environ, SSH_CONNECTION="192.0.2.9 5555 192.0.2.1 22")
+    srv = ctx.server(["-L", log], env=env)
+    syslog_session(srv)
+    expect_eq("exit status", srv.close(), 0)
+    want = [comparable(r) for r in log_records(ctx, "xfer.log")]
+    want_pid = srv.proc.pid
+    os.unlink(ctx.path("g"))
+    os.rmdir(ctx.path("d\nnew\xe9"))
+
+    d = ctx.path("ns")
+    os.mkdir(d)
+    rx = SyslogReceiver(d)
+    srv = syslog_server(ctx, d, ["-e", "-L", "syslog:LOCAL6"], env=env)
+    syslog_session(srv)
+    # A system log restarted meanwhile gets the records after it.
+    first = rx.stop()
+    rx = SyslogReceiver(d)
+    expect_status(srv.call(req_rmdir("d\nnew\xe9")), SSH_FX_OK, "RMDIR")
+    expect_eq("exit status", srv.close(), 0)
+    second = rx.stop()
+    expect_eq("stderr", srv.stderr_output(), b"")
+    recs = []
+    for m in first + second:
+        g = re.match(rb"<182>[A-Z][a-z]{2} [ 1-3][0-9] [0-9]{2}:[0-9]{2}:"
+                     rb"[0-9]{2} sftp-transfer\[%d\]: (\{[^\n]*\})\Z" %
+                     srv.proc.pid, m)
+        expect(g is not None, "not a local6.info message of the server "
+               "with one record: %r" % m[:200])
+        recs.append(json.loads(g.group(1).decode("utf-8")))
+    expect_eq("messages before the restart", len(first), len(want) - 1)
+    got = [comparable(r) for r in recs]
+    for r in want:
+        r["session"] = srv.proc.pid
+    rmdir = {"session": srv.proc.pid, "user": want[0]["user"],
+             "client": "192.0.2.9", "port": 5555, "event": "rmdir",
+             "path": "d\nnew\xe9", "result": "ok"}
+    expect_eq("the records", got, want[:-1] + [rmdir] + want[-1:])
+    expect(want_pid != srv.proc.pid, "the same process twice")
+    # No files: nothing in the served directory is refused.
+    expect(not os.path.exists(ctx.path("syslog:LOCAL6")),
+           "a file named after the option")
+
+    # A system log that is not there, or a facility that is not one:
+    # the session is refused, as with a log file that cannot be opened.
+    for arg, why in (("syslog:LOCAL6", "No such file or directory"),
+                     ("syslog:LOCAL9", "unknown facility")):
+        os.mkdir(ctx.path("none-%s" % why[:2]))
+        srv = syslog_server(ctx, ctx.path("none-%s" % why[:2]),
+                            ["-e", "-L", arg], init=False)
+        expect_exit(srv, 1, "-L " + arg)
+        want_err = ('transfer log "%s": %s: refusing the session' %
+                    (arg, why)).encode()
+        expect(want_err in srv.stderr_output(), "-L %s: expected %r, got %r"
+               % (arg, want_err, srv.stderr_output()))
+
+
 @test
 def test_transfer_log_must_be_a_regular_file_not_a_symlink(ctx):
     theirs = ctx.write("theirs", b"", mode=0o666)
