@@ -1,6 +1,13 @@
 /*
- * The file system as the client sees it: plain system calls, or, with -r,
- * the same calls confined beneath one directory.
+ * The file system as the client sees it, in one of three modes, each with
+ * its predicate:
+ *   - plain(): the plain system calls on the client's path;
+ *   - fs_confined() (-r): the same calls confined beneath one directory;
+ *   - guarded() (a transfer log open, with or without -r): every call that
+ *     could open or change a file first checks that it is not the log.
+ * A guarded call that is not confined resolves paths as plain calls do,
+ * through the same descriptor-based code as confinement (client_open(),
+ * jail_parent()), so that what is checked is what is acted on.
  *
  * Confinement rests on Linux's openat2(2) with RESOLVE_IN_ROOT, called
  * through syscall(2) so that no library beyond libc is needed, and on O_PATH
@@ -14,7 +21,7 @@
  * checked, since a concurrent session can swap a symlink in between, and a
  * symlink followed by a plain *at() call resolves from the real "/".  Every
  * call below therefore either
- *   - resolves a whole path once, with openat2() (jail_open()), and then
+ *   - resolves a whole path once, with openat2() (client_open()), and then
  *     acts on that descriptor alone (fstat, fstatvfs, ftruncate,
  *     utimensat and fchownat with AT_EMPTY_PATH, fchmodat2, fdopendir);
  *   - or acts on one name, without a slash, in a directory descriptor from
@@ -24,6 +31,24 @@
  *     AT_SYMLINK_FOLLOW, renameat and renameat2.
  * A check (fstatat) followed by an act is then at worst an answer about an
  * entry that has changed since, never an act outside the root.
+ *
+ * The rule of the guard (fs_protect()): no call opens, truncates, renames,
+ * links, removes or changes the attributes of the transfer log as
+ * configured, which is
+ *   - the file the session opened as its log;
+ *   - the file the log's path names at the time of the call (the name
+ *     looked up again, not followed, in the log's directory held open), so
+ *     that a rotation made after the session started is seen;
+ *   - every file of the log's family: an entry of the log's directory whose
+ *     name is the log's name, or begins with it and then '.' or '-'
+ *     ("xfer.log.1", "xfer.log.2.gz", "xfer.log-20260101"), which is what
+ *     rotations make of it.
+ * A file is compared by device and inode, on the descriptor the call
+ * opened or the entry it is about to act on, however the client's path
+ * named it (a symlink, another hard link, ".."); an entry of the family in
+ * the log's directory is also refused by name, existing or not, so that no
+ * request makes, replaces or removes one.  The family's inodes come from a
+ * scan of the directory, redone whenever its ctime changes.
  *
  * O_PATH and AT_EMPTY_PATH are GNU names in glibc, hence _GNU_SOURCE for
  * this file; sys-gnu.c is the only other file that sets it.
@@ -77,9 +102,6 @@ struct fs_open_how {
 
 /* statfs(2)'s f_type of procfs, as <linux/magic.h>. */
 #define PROC_FS_MAGIC	0x9fa0
-
-/* Symlinks followed in one path before ELOOP, as the kernel's limit. */
-#define SYMLINK_HOPS_MAX	40
 
 /* Retries of openat2() when a concurrent rename makes it answer EAGAIN. */
 #define OPENAT2_TRIES	64
@@ -148,12 +170,12 @@ drop_leading_dotdot(char *vp)
 }
 
 /*
- * openat2() beneath the root; mode only with O_CREAT, as openat2 demands.
- * Not confined (a protected file makes the plain calls take this way too),
- * open(2) of the path.
+ * Opens the client's path, in every mode: under -r with openat2() beneath
+ * the root (mode only with O_CREAT, as openat2 demands); otherwise with
+ * open(2) of the path, which the guarded calls take as well.
  */
 static int
-jail_open(const char *path, int flags, mode_t mode)
+client_open(const char *path, int flags, mode_t mode)
 {
 #ifdef HAVE_OPENAT2
 	struct fs_open_how how;
@@ -205,19 +227,8 @@ on_procfs(int fd)
 	return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_FS_MAGIC;
 }
 
-/*
- * The transfer log as configured (fs_protect()): the file the -L path names
- * now, whatever rotations have happened since the session started, and the
- * files beside it that rotation makes of it.  Its family is every entry of
- * the log's directory whose name is the log's name, or begins with it and
- * then '.' or '-' ("xfer.log.1", "xfer.log.2.gz", "xfer.log-20250101"): no
- * request acts on such an entry, by name, and no request acts on a file
- * that one of them names, however the request names it (a symlink, another
- * hard link).  The first is decided by the directory descriptor and the name
- * the call is about to act on, the second by device and inode, compared
- * with what the call opened or the entry it is about to act on.
- */
-static int guarded;		/* fs_protect() was called */
+/* The transfer log as configured: the guard's rule at the top of the file. */
+static int log_guarded;		/* fs_protect() was called */
 static struct stat log_st;	/* the log as this session opened it */
 static int logdir_fd = -1;	/* its directory, held open */
 static struct stat logdir_st;
@@ -237,11 +248,18 @@ static size_t family_len, family_size;
 static struct timespec family_ctime;
 static int family_valid;
 
+/* Whether a transfer log is guarded: the calls check what they act on. */
+static int
+guarded(void)
+{
+	return log_guarded;
+}
+
 /* Whether the server runs unconfined and guards nothing: the plain calls. */
 static int
 plain(void)
 {
-	return !fs_confined() && !guarded;
+	return !fs_confined() && !guarded();
 }
 
 static int
@@ -276,7 +294,7 @@ family_scan(void)
 			continue;
 		if (fstatat(logdir_fd, de->d_name, &st,
 		    AT_SYMLINK_NOFOLLOW) == -1 || !S_ISREG(st.st_mode))
-			continue;	/* removed meanwhile; a link is no log */
+			continue;	/* gone meanwhile; a link is no log */
 		if (family_len == family_size) {
 			n = family_size ? family_size * 2 : 16;
 			if ((grown = realloc(family, n * sizeof *family)) ==
@@ -330,7 +348,7 @@ is_log(const struct stat *st)
 {
 	struct stat now;
 
-	if (!guarded)
+	if (!guarded())
 		return 0;
 	if (same_file(st, &log_st))
 		return 1;
@@ -357,7 +375,7 @@ guard_fd(int fd, const char *path)
 {
 	struct stat st;
 
-	if (!guarded)
+	if (!guarded())
 		return 0;
 	if (fstat(fd, &st) == -1)
 		return -1;
@@ -374,7 +392,7 @@ guard_entry(int dirfd, const char *name, const char *path)
 {
 	struct stat st;
 
-	if (!guarded)
+	if (!guarded())
 		return 0;
 	if (family_name(name)) {
 		if (fstat(dirfd, &st) == -1)
@@ -427,7 +445,7 @@ fs_protect(const char *path, int fd)
 	logdir_fd = dfd;
 	memcpy(log_name, base, strlen(base) + 1);
 	log_name_len = strlen(base);
-	guarded = 1;
+	log_guarded = 1;
 	return 0;
 }
 
@@ -479,15 +497,15 @@ jail_parent(const char *path, char *buf, const char **basep, int flags)
 	base = slash != NULL ? slash + 1 : buf;
 	if (strcmp(base, "") == 0 || strcmp(base, ".") == 0 ||
 	    strcmp(base, "..") == 0)
-		return jail_open(buf, O_PATH | O_DIRECTORY, 0);
+		return client_open(buf, O_PATH | O_DIRECTORY, 0);
 	*basep = base;
 	if (slash == NULL) {
-		fd = jail_open(".", O_PATH | O_DIRECTORY, 0);
+		fd = client_open(".", O_PATH | O_DIRECTORY, 0);
 	} else if (slash == buf) {
-		fd = jail_open("/", O_PATH | O_DIRECTORY, 0);
+		fd = client_open("/", O_PATH | O_DIRECTORY, 0);
 	} else {
 		*slash = '\0';
-		fd = jail_open(buf, O_PATH | O_DIRECTORY, 0);
+		fd = client_open(buf, O_PATH | O_DIRECTORY, 0);
 		*slash = '/';
 	}
 	if (fd != -1 && trailing && check_dir_entry(fd, *basep, flags) == -1) {
@@ -514,132 +532,6 @@ dots_errno(const char *buf, int for_rmdir)
 	return strcmp(last, "..") == 0 ? ENOTEMPTY : EBUSY;
 }
 
-/*
- * Whether the entry est in the directory dst can be replaced by root alone:
- * the directory is root's and no one else may write it, or it is sticky
- * (as /tmp) and the entry is root's.
- */
-static int
-entry_safe(const struct stat *dst, const struct stat *est)
-{
-	if (dst->st_uid != 0)
-		return 0;
-	if ((dst->st_mode & 022) == 0)
-		return 1;
-	return (dst->st_mode & S_ISVTX) != 0 && est->st_uid == 0;
-}
-
-/* Appends "/name" to the path walked so far, for the message. */
-static void
-walked_add(char *walked, const char *name)
-{
-	size_t len = strlen(walked);
-
-	if (len > 1 && len + 1 < PATH_MAX)
-		walked[len++] = '/';
-	(void)snprintf(walked + len, PATH_MAX - len, "%s", name);
-}
-
-/* Drops the last name of the path walked so far. */
-static void
-walked_drop(char *walked)
-{
-	char *slash = strrchr(walked, '/');
-
-	if (slash == walked)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-}
-
-int
-fs_root_check(const char *dir, char *bad, size_t size)
-{
-	char left[PATH_MAX], next[PATH_MAX], link[PATH_MAX];
-	char walked[PATH_MAX];
-	struct stat dst, est;
-	const char *p;
-	size_t n;
-	ssize_t len;
-	int dfd, nfd, hops = 0, r = -1;
-
-	bad[0] = '\0';
-	if (dir[0] == '/') {
-		n = (size_t)snprintf(left, sizeof left, "%s", dir);
-	} else {
-		if (getcwd(walked, sizeof walked) == NULL)
-			return -1;
-		n = (size_t)snprintf(left, sizeof left, "%s/%s", walked, dir);
-	}
-	if (n >= sizeof left) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if ((dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) == -1)
-		return -1;
-	memcpy(walked, "/", 2);
-	while (left[0] != '\0') {
-		/* Take the next name off the front of left. */
-		p = left + strspn(left, "/");
-		n = strcspn(p, "/");
-		memcpy(next, p, n);
-		next[n] = '\0';
-		memmove(left, p + n, strlen(p + n) + 1);
-		if (n == 0 || strcmp(next, ".") == 0)
-			continue;
-		if (strcmp(next, "..") == 0) {
-			nfd = openat(dfd, "..", O_PATH | O_DIRECTORY |
-			    O_CLOEXEC);
-			walked_drop(walked);
-		} else {
-			walked_add(walked, next);
-			if (fstat(dfd, &dst) == -1 ||
-			    fstatat(dfd, next, &est, AT_SYMLINK_NOFOLLOW) == -1)
-				goto out;
-			if (!entry_safe(&dst, &est)) {
-				(void)snprintf(bad, size, "%s", walked);
-				errno = EPERM;
-				goto out;
-			}
-			if (S_ISLNK(est.st_mode)) {
-				/* The link is root's: check where it leads. */
-				if (++hops > SYMLINK_HOPS_MAX) {
-					errno = ELOOP;
-					goto out;
-				}
-				if ((len = readlinkat(dfd, next, link,
-				    sizeof link - 1)) == -1)
-					goto out;
-				link[len] = '\0';
-				if (snprintf(next, sizeof next, "%s/%s", link,
-				    left) >= (int)sizeof next) {
-					errno = ENAMETOOLONG;
-					goto out;
-				}
-				memcpy(left, next, strlen(next) + 1);
-				if (link[0] != '/') {
-					walked_drop(walked);
-					continue;
-				}
-				nfd = open("/", O_PATH | O_DIRECTORY |
-				    O_CLOEXEC);
-				memcpy(walked, "/", 2);
-			} else {
-				nfd = openat(dfd, next, O_PATH | O_DIRECTORY |
-				    O_NOFOLLOW | O_CLOEXEC);
-			}
-		}
-		if (nfd == -1)
-			goto out;
-		(void)close(dfd);
-		dfd = nfd;
-	}
-	r = 0;
-out:
-	close_keep_errno(dfd);
-	return r;
-}
-
 int
 fs_confine(const char *dir)
 {
@@ -656,7 +548,7 @@ fs_confine(const char *dir)
 	}
 	root_fd = fd;
 	/* Prove the kernel has openat2() before relying on it. */
-	if ((fd = jail_open("/", O_PATH | O_DIRECTORY, 0)) == -1) {
+	if ((fd = client_open("/", O_PATH | O_DIRECTORY, 0)) == -1) {
 		close_keep_errno(root_fd);
 		root_fd = -1;
 		if (errno == EINVAL || errno == EPERM)
@@ -745,7 +637,7 @@ static int
 open_resolved(const char *path)
 {
 	if (fs_confined())
-		return jail_open(path, O_PATH, 0);
+		return client_open(path, O_PATH, 0);
 	return open(path, O_PATH | O_CLOEXEC);
 }
 
@@ -950,7 +842,7 @@ fs_chdir(const char *path)
 		return chdir(path);
 	if (fs_realpath(path, resolved) == -1)
 		return -1;
-	if ((fd = jail_open(resolved, O_PATH | O_DIRECTORY, 0)) == -1)
+	if ((fd = client_open(resolved, O_PATH | O_DIRECTORY, 0)) == -1)
 		return -1;
 	(void)close(fd);
 	memcpy(vcwd, resolved, strlen(resolved) + 1);
@@ -989,7 +881,7 @@ open_guarded(const char *path, int flags, mode_t mode)
 		oflags = (oflags & ~O_ACCMODE) | O_RDWR;
 		reopen = 1;
 	}
-	if ((fd = jail_open(path, oflags, mode)) == -1)
+	if ((fd = client_open(path, oflags, mode)) == -1)
 		return -1;
 	if (fstat(fd, &st) == -1)
 		goto fail;
@@ -1002,7 +894,7 @@ open_guarded(const char *path, int flags, mode_t mode)
 	if (!reopen)
 		return fd;
 	(void)close(fd);
-	if ((fd = jail_open(path, flags & ~(O_TRUNC | O_CREAT), 0)) == -1)
+	if ((fd = client_open(path, flags & ~(O_TRUNC | O_CREAT), 0)) == -1)
 		return -1;
 	if (fstat(fd, &again) == -1)
 		goto fail;
@@ -1019,11 +911,11 @@ fail:
 int
 fs_open(const char *path, int flags, mode_t mode)
 {
-	if (guarded)
+	if (guarded())
 		return open_guarded(path, flags, mode);
 	if (!fs_confined())
 		return open(path, flags | O_CLOEXEC, mode);
-	return jail_open(path, flags, mode);
+	return client_open(path, flags, mode);
 }
 
 DIR *
@@ -1034,7 +926,7 @@ fs_opendir(const char *path)
 
 	if (!fs_confined())
 		return opendir(path);
-	if ((fd = jail_open(path, O_RDONLY | O_DIRECTORY, 0)) == -1)
+	if ((fd = client_open(path, O_RDONLY | O_DIRECTORY, 0)) == -1)
 		return NULL;
 	if ((d = fdopendir(fd)) == NULL)
 		close_keep_errno(fd);
@@ -1053,7 +945,7 @@ fs_stat(const char *path, struct stat *st, int follow)
 		return follow ? stat(path, st) : lstat(path, st);
 	/* A trailing slash makes even lstat(2) follow. */
 	if (follow || (len > 0 && path[len - 1] == '/')) {
-		if ((fd = jail_open(path, O_PATH, 0)) == -1)
+		if ((fd = client_open(path, O_PATH, 0)) == -1)
 			return -1;
 		r = fstat(fd, st);
 	} else {
@@ -1101,7 +993,7 @@ fs_statvfs(const char *path, struct statvfs *st, uint64_t *fsid)
 	int fd, r;
 
 	/* One lookup, so that both calls describe the same file system. */
-	if ((fd = jail_open(path, O_PATH, 0)) == -1)
+	if ((fd = client_open(path, O_PATH, 0)) == -1)
 		return -1;
 	r = fs_fstatvfs(fd, st, fsid);
 	close_keep_errno(fd);
@@ -1272,7 +1164,7 @@ fs_truncate(const char *path, off_t size)
 
 	if (plain())
 		return truncate(path, size);
-	if ((fd = jail_open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1)
+	if ((fd = client_open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1)
 		return -1;
 	if (fstat(fd, &st) == 0) {
 		if (is_log(&st))
@@ -1297,7 +1189,7 @@ jail_target(const char *path, int follow, char *buf, const char **basep)
 	if (!follow)
 		return jail_parent(path, buf, basep, 0);
 	*basep = NULL;
-	return jail_open(path, O_PATH, 0);
+	return client_open(path, O_PATH, 0);
 }
 
 /*
@@ -1337,7 +1229,7 @@ chmod_fd(int fd, const struct stat *st, int dirfd, const char *base,
 		rfd = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
 		    O_NOCTTY | O_CLOEXEC);
 	else
-		rfd = jail_open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+		rfd = client_open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
 	if (rfd == -1)
 		return -1;
 	if (fstat(rfd, &again) == -1 || again.st_dev != st->st_dev ||
@@ -1459,7 +1351,7 @@ fs_reset(void)
 	logdir = NULL;
 	logdir_fd = -1;
 	family_valid = 0;
-	guarded = 0;
+	log_guarded = 0;
 	root_path[0] = '\0';
 	memcpy(vcwd, "/", 2);
 }

@@ -26,15 +26,6 @@
  */
 int	fs_confine(const char *dir);
 /*
- * Checks a root directory for -r as sshd checks ChrootDirectory: no one but
- * root can replace any name on the way to it, symlinks followed.  Each
- * directory that holds a name of the path is root's and writable by no one
- * else, or sticky (as /tmp) with that name root's.  Returns 0; or -1 with
- * errno EPERM and bad set to the first name that fails, or another errno
- * when the path cannot be walked.
- */
-int	fs_root_check(const char *dir, char *bad, size_t size);
-/*
  * Guards the transfer log, open on fd, that path names (as the log was
  * opened; a relative path from the current directory), across any number
  * of rotations: from then on no call below opens, truncates, renames,

@@ -36,6 +36,7 @@
 #include "path.h"
 #include "pipes.h"
 #include "requests.h"
+#include "rootcheck.h"
 #include "sandbox.h"
 #include "sftp-server.h"
 #include "sys-gnu.h"
@@ -513,7 +514,7 @@ confine(const char *root)
 {
 	char bad[PATH_MAX];
 
-	if (fs_root_check(root, bad, sizeof bad) == -1) {
+	if (root_check(root, bad, sizeof bad) == -1) {
 		if (errno == EPERM)
 			error("bad ownership or modes for root directory "
 			    "component \"%s\": refusing to start", bad);
