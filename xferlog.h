@@ -36,10 +36,22 @@ struct xfer_event {
 
 #define XFER_NONE	UINT64_MAX
 
-/* An event with every field left out but the name. */
-#define XFER_EVENT(name) { (name), NULL, NULL, NULL, XFER_NONE, XFER_NONE, \
-	XFER_NONE, XFER_NONE, XFER_NONE, XFER_NONE, XFER_NONE, XFER_NONE,  \
-	XFER_NONE, NULL, 0, NULL }
+/*
+ * An event with every field left out but the name: the numbers XFER_NONE,
+ * the rest NULL or 0 as designated initialisers leave them.
+ */
+#define XFER_EVENT(name) {						\
+	.event = (name),						\
+	.bytes_read = XFER_NONE,					\
+	.bytes_written = XFER_NONE,					\
+	.first_offset = XFER_NONE,					\
+	.last_offset = XFER_NONE,					\
+	.mode = XFER_NONE,						\
+	.size = XFER_NONE,						\
+	.uid = XFER_NONE,						\
+	.gid = XFER_NONE,						\
+	.mtime = XFER_NONE,						\
+}
 
 /*
  * Opens the log at path for appending.  It must exist and be a regular file:
