@@ -27,15 +27,16 @@ PYTHON ?= /usr/bin/python3
 
 # The server without main(): the fuzz harness links these.
 LIB_SRCS = sftp-server.c requests.c packet.c handles.c attrib.c log.c path.c \
-	fs.c pipes.c digest.c xferlog.c fileio.c sys-gnu.c sandbox.c
+	fs.c rootcheck.c pipes.c digest.c xferlog.c fileio.c sys-gnu.c sandbox.c
 SRCS = sftp-server-main.c $(LIB_SRCS)
 HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
-	fs.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h sandbox.h
+	fs.h rootcheck.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h sandbox.h
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \
 	tests/unit/test_fs tests/unit/test_path tests/unit/test_digest \
-	tests/unit/test_xferlog tests/unit/test_fileio tests/unit/test_requests
+	tests/unit/test_xferlog tests/unit/test_fileio tests/unit/test_requests \
+	tests/unit/test_rootcheck
 # What every unit binary links besides its own file.
 UNIT_LIB = tests/unit/unit.c
 UNIT_HDRS = tests/unit/unit.h tests/lib/packet_test.h
@@ -273,7 +274,7 @@ test-deps:
 	    openssh-server openssh-sftp-server python3 python3-paramiko \
 	    python3-asyncssh mandoc lftp curl valgrind strace \
 	    libclang-rt-14-dev debhelper devscripts lintian dpkg-dev fakeroot \
-	    autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 \
+	    autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 logrotate \
 	    glusterfs-server glusterfs-client iproute2 $(CROSS_PKGS)
 
 install: sftp-server
