@@ -1557,6 +1557,22 @@ def test_malformed_type_and_id_only(ctx):
 
 
 @test
+def test_malformed_cut_id_logged_by_type(ctx):
+    # A request cut within its id is answered with id 0; its ERROR line
+    # names the type, not a request 0 that the client never sent.
+    srv = ctx.server(["-e"])
+    for ptype, cut in ((SSH_FXP_STAT, b""), (SSH_FXP_READ, b"\0\0\0")):
+        srv.send_raw(frame(u8(ptype) + cut))
+        expect_status(srv.recv(), SSH_FX_BAD_MESSAGE,
+                      "%s cut in its id" % PACKET_TYPE_NAMES[ptype], 0)
+    expect_alive(srv, "after requests cut in their id")
+    expect_eq("exit status", srv.close(), 0)
+    expect_eq("ERROR lines", error_lines(srv, b"bad message"), [
+        b"request of type %d: bad message: no request id" % t
+        for t in (SSH_FXP_STAT, SSH_FXP_READ)])
+
+
+@test
 def test_malformed_truncated_fields(ctx):
     ctx.write("f", b"0123456789")
     srv = ctx.server()
