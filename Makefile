@@ -276,14 +276,22 @@ test-deps:
 	    autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 \
 	    glusterfs-server glusterfs-client iproute2 $(CROSS_PKGS)
 
+# The manual page is installed as MANNAME(8), its examples naming the
+# installed server.  The packages, which sit beside OpenSSH's (it owns
+# sftp-server(8)), set MANNAME=fast-sftp-server.
+MANNAME ?= sftp-server
+
 install: sftp-server
 	$(INSTALL) -d $(DESTDIR)$(libexecdir) $(DESTDIR)$(mandir)/man8
 	$(INSTALL) -m 0755 sftp-server $(DESTDIR)$(libexecdir)/sftp-server
-	$(INSTALL) -m 0644 man/sftp-server.8 $(DESTDIR)$(mandir)/man8/sftp-server.8
+	sed -e 's|/usr/local/libexec/sftp-server|$(libexecdir)/sftp-server|g' \
+	    -e '0,/^\.Nm sftp-server$$/s//.Nm $(MANNAME)/' \
+	    man/sftp-server.8 > $(DESTDIR)$(mandir)/man8/$(MANNAME).8
+	chmod 0644 $(DESTDIR)$(mandir)/man8/$(MANNAME).8
 
 uninstall:
 	rm -f $(DESTDIR)$(libexecdir)/sftp-server \
-	    $(DESTDIR)$(mandir)/man8/sftp-server.8
+	    $(DESTDIR)$(mandir)/man8/$(MANNAME).8
 
 clean:
 	rm -rf build
