@@ -163,12 +163,28 @@ def expect_exit(srv, want, what):
 # INIT / VERSION
 
 
+def expect_extensions(what, extensions):
+    """OpenSSH's extensions first, as OpenSSH advertises them, then the
+    server's own, each name once and none of them OpenSSH's."""
+    n = len(OPENSSH_EXTENSIONS)
+    expect_eq("%s: OpenSSH's extensions first" % what, extensions[:n],
+              OPENSSH_EXTENSIONS)
+    names = [name for name, _ in extensions[n:]]
+    expect_eq("%s: the server's own after them, each once" % what, names,
+              [name for name in dict.fromkeys(names)
+               if name not in OPENSSH_EXTENSION_NAMES])
+
+
 def make_version_test(client_version):
     def run(ctx):
+        first = ctx.server(init=False).init(3).extensions
         srv = ctx.server(init=False)
         v = srv.init(client_version)
         expect_eq("VERSION for INIT %d" % client_version, v.version, 3)
-        expect_eq("extensions", v.extensions, SERVER_EXTENSIONS)
+        expect_extensions("VERSION for INIT %d" % client_version,
+                          v.extensions)
+        expect_eq("extensions for INIT %d, as for INIT 3" % client_version,
+                  v.extensions, first)
         expect_alive(srv)
     return run
 
@@ -179,10 +195,10 @@ for _v in (3, 2, 6):
 
 @test
 def test_second_init_answered(ctx):
-    srv = ctx.server()
+    srv = ctx.server(init=False)
+    first = srv.init(3).extensions
     v = srv.init(3)
-    expect_eq("second VERSION", (v.version, v.extensions),
-              (3, SERVER_EXTENSIONS))
+    expect_eq("second VERSION", (v.version, v.extensions), (3, first))
     expect_alive(srv)
 
 
