@@ -21,6 +21,7 @@ Only the Python 3 standard library is used.
 
 import os
 import select
+import shutil
 import struct
 import subprocess
 import tempfile
@@ -724,6 +725,34 @@ def server_argv(default_path=None):
     binary = os.path.abspath(os.environ.get("SFTP_SERVER") or default_path or
                              os.path.join(REPO, "sftp-server"))
     return [binary] + os.environ.get("SFTP_SERVER_ARGS", "").split()
+
+
+def others_can_run(path):
+    """Whether a user with no claim on path (nobody) can execute it: it and
+    every directory above it are open to others."""
+    p = os.path.abspath(path)
+    while True:
+        if not os.stat(p).st_mode & 0o001:
+            return False
+        if p == "/":
+            return True
+        p = os.path.dirname(p)
+
+
+def binary_for_others(binary, parent):
+    """binary where another user (nobody, a test user) can run it: binary
+    itself when others can, else a copy of the same name (the name tells a
+    sanitizer build) in a new directory of mode 0755 under parent, which
+    they must reach.  A tree cloned into a home of mode 0700 is closed to
+    them, and the suites run from there all the same."""
+    if others_can_run(binary):
+        return binary
+    d = tempfile.mkdtemp(prefix="bin-", dir=parent)
+    os.chmod(d, 0o755)
+    copy = os.path.join(d, os.path.basename(binary))
+    shutil.copyfile(binary, copy)
+    os.chmod(copy, 0o755)
+    return copy
 
 
 def reference_argv():
