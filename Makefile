@@ -248,13 +248,42 @@ lint:
 	    $(SRCS) $(HDRS) bench/*.c | grep -vE '(snprintf|vsnprintf)\(' || \
 	    { echo "banned call"; exit 1; }
 
-APT_INSTALL = $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
-	--no-install-recommends
+APT_GET = $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+
+# $(call apt_install,PACKAGES,ARCHITECTURES): installs with apt-get those of
+# PACKAGES (NAME, or NAME:ARCH of another architecture) that dpkg does not
+# have installed, after adding the ARCHITECTURES dpkg lacks.  When nothing
+# is missing, neither apt-get nor dpkg runs: no lock is taken, and no root
+# is needed.
+define apt_install
+	@native=$$(dpkg --print-architecture) missing=""; \
+	for p in $(1); do \
+	    case $$p in \
+	    *:*) n=$${p%:*} a=$${p##*:} ;; \
+	    *) n=$$p a=$$native ;; \
+	    esac; \
+	    dpkg-query -W -f='$${Architecture} $${Status}\n' "$$n" 2>/dev/null | \
+	        grep -qE "^($$a|all) install ok installed$$" || \
+	        missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then \
+	    echo "$@: every package is installed"; exit 0; \
+	fi; \
+	echo "$@: not installed:$$missing"; \
+	set -e; \
+	for a in $(2); do \
+	    dpkg --print-foreign-architectures | grep -qx "$$a" || \
+	        $(SUDO) dpkg --add-architecture "$$a"; \
+	done; \
+	$(APT_GET) update; \
+	$(APT_GET) install -y --no-install-recommends $$missing
+endef
 
 # What "make run" needs: a compiler, make and OpenSSH's client.
+DEPS = gcc libc6-dev make openssh-client
+
 deps:
-	$(SUDO) apt-get update
-	$(APT_INSTALL) gcc libc6-dev make openssh-client
+	$(call apt_install,$(DEPS))
 
 # What "make check" needs: the test tools, OpenSSH's server and its
 # sftp-server (the reference), the clients, the file systems, the packaging
@@ -264,17 +293,15 @@ deps:
 CROSS_PKGS = $(foreach a,$(CROSS_ARCHS),gcc-$(CROSS_$(a)) \
 	libc6-dev-$(a)-cross libcmocka-dev:$(a)) \
 	crossbuild-essential-armhf qemu-user-static musl-tools
+TEST_DEPS = build-essential gcc make clang libcmocka-dev openssh-client \
+	openssh-server openssh-sftp-server python3 python3-paramiko \
+	python3-asyncssh mandoc lftp curl valgrind strace \
+	libclang-rt-14-dev debhelper devscripts lintian dpkg-dev fakeroot \
+	autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 \
+	glusterfs-server glusterfs-client iproute2 $(CROSS_PKGS)
 
 test-deps:
-	for a in $(CROSS_ARCHS); do $(SUDO) dpkg --add-architecture $$a; done
-	$(SUDO) apt-get update
-	$(APT_INSTALL) \
-	    build-essential gcc make clang libcmocka-dev openssh-client \
-	    openssh-server openssh-sftp-server python3 python3-paramiko \
-	    python3-asyncssh mandoc lftp curl valgrind strace \
-	    libclang-rt-14-dev debhelper devscripts lintian dpkg-dev fakeroot \
-	    autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 \
-	    glusterfs-server glusterfs-client iproute2 $(CROSS_PKGS)
+	$(call apt_install,$(TEST_DEPS),$(CROSS_ARCHS))
 
 # The manual page is installed as MANNAME(8), its examples naming the
 # installed server.  The packages, which sit beside OpenSSH's (it owns
