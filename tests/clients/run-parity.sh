@@ -833,4 +833,17 @@ else
     check "manual: every option of the usage text is described" test -z "$missing" -- "an .It Fl entry for each" "missing:$missing"
 fi
 
+# Every request -Q requests lists is named in the manual's list of them.
+if [ ! -f "$MAN" ]; then
+    :
+elif [ "$IS_REF" = 1 ]; then
+    skip "manual: every request of -Q requests is named" "the manual is this project's; the server under test is the reference"
+else
+    missing=
+    for n in $("$SFTP_SERVER" -Q requests 2>/dev/null); do
+        grep -qE "^\.(It )?Cm (.* )?$n( |\$)" "$MAN" || missing="$missing $n"
+    done
+    check "manual: every request of -Q requests is named" test -z "$missing" -- "a .Cm of each" "missing:$missing"
+fi
+
 summary
