@@ -14,7 +14,8 @@ server does, and fail against it: unknown_packet_type (OP_UNSUPPORTED
 instead of silence), malformed_* (BAD_MESSAGE instead of an exit),
 stale_handle_after_reuse (handles are never reused),
 ext_copy_data_same_inode_other_path and ext_copy_data_bad_handles_no_such_file
-(as OpenSSH 10.4) and ext_home_directory* (as OpenSSH 9.8).
+(as OpenSSH 10.4), ext_home_directory* (as OpenSSH 9.8) and
+readdir_of_a_directory_renamed_after_opendir (entries listed, not EOF).
 
 Usage: test_raw.py [NAME-SUBSTRING ...]
 Prints one line per test, then "N passed, M failed[, K skipped]"; exits 1
@@ -977,6 +978,29 @@ def test_fsetstat(ctx):
 
 # ---------------------------------------------------------------------------
 # OPENDIR / READDIR
+
+
+@test
+def test_readdir_of_a_directory_renamed_after_opendir(ctx):
+    # A documented difference (README): the entries are looked up through
+    # the open directory, so they are listed; OpenSSH's server looks them up
+    # by the path it opened, finds none and answers EOF.
+    names = {}
+    for who, start in (("server", ctx.server), ("reference", ctx.reference)):
+        os.mkdir(ctx.path(who))
+        for n in ("a", "b", "c"):
+            ctx.write(os.path.join(who, n))
+        srv = start()
+        h = srv.opendir(who)
+        os.rename(ctx.path(who), ctx.path(who + ".moved"))
+        batches, end = srv.readdir_all(h)
+        expect_status(end, SSH_FX_EOF, "%s: READDIR at the end" % who)
+        names[who] = sorted(e.filename for b in batches for e in b.entries)
+        expect_eq("%s: exit status" % who, srv.close(), 0)
+    expect_eq("entries listed after the rename", names["server"],
+              [b".", b"..", b"a", b"b", b"c"])
+    expect_eq("entries OpenSSH's server lists after the rename",
+              names["reference"], [])
 
 
 @test
