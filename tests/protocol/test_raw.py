@@ -14,7 +14,8 @@ server does, and fail against it: unknown_packet_type (OP_UNSUPPORTED
 instead of silence), malformed_* (BAD_MESSAGE instead of an exit),
 stale_handle_after_reuse (handles are never reused),
 ext_copy_data_same_inode_other_path and ext_copy_data_bad_handles_no_such_file
-(as OpenSSH 10.4) and ext_home_directory* (as OpenSSH 9.8).
+(as OpenSSH 10.4), ext_home_directory* (as OpenSSH 9.8) and
+readdir_of_a_directory_renamed_after_opendir (entries listed, not EOF).
 
 Usage: test_raw.py [NAME-SUBSTRING ...]
 Prints one line per test, then "N passed, M failed[, K skipped]"; exits 1
@@ -164,12 +165,28 @@ def expect_exit(srv, want, what):
 # INIT / VERSION
 
 
+def expect_extensions(what, extensions):
+    """OpenSSH's extensions first, as OpenSSH advertises them, then the
+    server's own, each name once and none of them OpenSSH's."""
+    n = len(OPENSSH_EXTENSIONS)
+    expect_eq("%s: OpenSSH's extensions first" % what, extensions[:n],
+              OPENSSH_EXTENSIONS)
+    names = [name for name, _ in extensions[n:]]
+    expect_eq("%s: the server's own after them, each once" % what, names,
+              [name for name in dict.fromkeys(names)
+               if name not in OPENSSH_EXTENSION_NAMES])
+
+
 def make_version_test(client_version):
     def run(ctx):
+        first = ctx.server(init=False).init(3).extensions
         srv = ctx.server(init=False)
         v = srv.init(client_version)
         expect_eq("VERSION for INIT %d" % client_version, v.version, 3)
-        expect_eq("extensions", v.extensions, SERVER_EXTENSIONS)
+        expect_extensions("VERSION for INIT %d" % client_version,
+                          v.extensions)
+        expect_eq("extensions for INIT %d, as for INIT 3" % client_version,
+                  v.extensions, first)
         expect_alive(srv)
     return run
 
@@ -180,10 +197,10 @@ for _v in (3, 2, 6):
 
 @test
 def test_second_init_answered(ctx):
-    srv = ctx.server()
+    srv = ctx.server(init=False)
+    first = srv.init(3).extensions
     v = srv.init(3)
-    expect_eq("second VERSION", (v.version, v.extensions),
-              (3, SERVER_EXTENSIONS))
+    expect_eq("second VERSION", (v.version, v.extensions), (3, first))
     expect_alive(srv)
 
 
@@ -965,6 +982,29 @@ def test_fsetstat(ctx):
 
 
 @test
+def test_readdir_of_a_directory_renamed_after_opendir(ctx):
+    # A documented difference (README): the entries are looked up through
+    # the open directory, so they are listed; OpenSSH's server looks them up
+    # by the path it opened, finds none and answers EOF.
+    names = {}
+    for who, start in (("server", ctx.server), ("reference", ctx.reference)):
+        os.mkdir(ctx.path(who))
+        for n in ("a", "b", "c"):
+            ctx.write(os.path.join(who, n))
+        srv = start()
+        h = srv.opendir(who)
+        os.rename(ctx.path(who), ctx.path(who + ".moved"))
+        batches, end = srv.readdir_all(h)
+        expect_status(end, SSH_FX_EOF, "%s: READDIR at the end" % who)
+        names[who] = sorted(e.filename for b in batches for e in b.entries)
+        expect_eq("%s: exit status" % who, srv.close(), 0)
+    expect_eq("entries listed after the rename", names["server"],
+              [b".", b"..", b"a", b"b", b"c"])
+    expect_eq("entries OpenSSH's server lists after the rename",
+              names["reference"], [])
+
+
+@test
 def test_readdir_250_files(ctx):
     os.mkdir(ctx.path("d"))
     names = ["file%03d" % i for i in range(250)]
@@ -1555,6 +1595,22 @@ def test_malformed_type_and_id_only(ctx):
             [SSH_FXP_EXTENDED]:
         expect_bad_message(srv, u8(ptype) + u32(1000 + ptype),
                            "%s with only an id" % PACKET_TYPE_NAMES[ptype])
+
+
+@test
+def test_malformed_cut_id_logged_by_type(ctx):
+    # A request cut within its id is answered with id 0; its ERROR line
+    # names the type, not a request 0 that the client never sent.
+    srv = ctx.server(["-e"])
+    for ptype, cut in ((SSH_FXP_STAT, b""), (SSH_FXP_READ, b"\0\0\0")):
+        srv.send_raw(frame(u8(ptype) + cut))
+        expect_status(srv.recv(), SSH_FX_BAD_MESSAGE,
+                      "%s cut in its id" % PACKET_TYPE_NAMES[ptype], 0)
+    expect_alive(srv, "after requests cut in their id")
+    expect_eq("exit status", srv.close(), 0)
+    expect_eq("ERROR lines", error_lines(srv, b"bad message"), [
+        b"request of type %d: bad message: no request id" % t
+        for t in (SSH_FXP_STAT, SSH_FXP_READ)])
 
 
 @test
