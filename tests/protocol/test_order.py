@@ -848,18 +848,25 @@ def plan_enospc():
 
 
 def plan_enospc_separate():
-    """A tmpfs of 96 KiB: 24 pages.  32 WRITEs of a page each, to ranges
-    that do not overlap: the first 24 in request order fit, the last 8
-    meet a full disk."""
+    """A tmpfs of 100 KiB: 25 pages, one of them a small file read first
+    (so that a server that measures its storage finds it slow before the
+    WRITEs come).  32 WRITEs of a page each, to ranges that do not
+    overlap: the first 24 in request order fit, the last 8 meet a full
+    disk."""
     p = Plan()
-    p.tmpfs = 96 * 1024
+    p.tmpfs = 100 * 1024
+    p.file("warm", pattern(1299, 4000))
     p.file("x", b"")
+    p.open("warm", "warm", R)
     p.open("x", "x", RW)
+    for i in range(6):
+        p.read("warm", "warm", i * 500, 1000)
+        p.add("STAT warm", lambda h: req_stat("warm"), ("SIZE", 4000))
     for i in range(32):
         p.write("x", "x", i * 4096, pattern(1300 + i, 4096), ok=i < 24)
     p.add("FSTAT x", lambda h: req_fstat(h["x"]), ("SIZE", 24 * 4096))
-    for i in range(24):
-        p.read("x", "x", i * 4096, 4096)
+    for i in range(8):
+        p.read("x", "x", i * 3 * 4096, 3 * 4096)
     p.add("CLOSE x", lambda h: req_close(h["x"]),
           ("STATUS", SSH_FX_OK, b"Success"))
     return p
