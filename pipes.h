@@ -5,7 +5,9 @@
  * traffic is a trickle, whether requests come or not, and grows them only
  * while traffic shows a transfer: fewer, larger reads and writes then.  A
  * grow the kernel refuses leaves the pipe as it was, which is slower, never
- * wrong; a busy pipe tries again a second later.
+ * wrong; a busy pipe tries again a second later.  stdout may be a unix
+ * stream socket instead (sftp -D): its send buffer grows and shrinks the
+ * same way.
  */
 #ifndef PIPES_H
 #define PIPES_H

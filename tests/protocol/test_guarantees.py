@@ -676,6 +676,96 @@ def fork_as_nobody(work, close=()):
     return pid, rfd
 
 
+class SocketServer(sftpwire.Server):
+    """The server on one end of a unix socketpair, as sftp -D starts it,
+    instead of on two pipes."""
+
+    def __init__(self, argv, cwd, timeout):
+        import socket
+        self.argv = list(argv)
+        self.timeout = timeout
+        self._stderr = tempfile.TemporaryFile()
+        self._rbuf = bytearray()
+        self._eof = False
+        self._next_id = 1
+        self.returncode = None
+        self.sock, theirs = socket.socketpair()
+        self.inode = os.fstat(theirs.fileno()).st_ino
+        self.proc = subprocess.Popen(
+            self.argv, stdin=theirs.fileno(), stdout=theirs.fileno(),
+            stderr=self._stderr, cwd=cwd, close_fds=True)
+        theirs.close()
+        self._in = self._out = self.sock.fileno()
+        self.sock.setblocking(False)
+
+    def close_stdin(self):
+        import socket
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.returncode = self.proc.returncode
+        self.sock.close()
+
+
+def send_buffer(srv):
+    """SO_SNDBUF of the server's end of its socket, as ss(8) reads it
+    through sock_diag: one end's buffer cannot be read from the other."""
+    out = subprocess.run(["ss", "-x", "-m", "-n"], capture_output=True,
+                         text=True, check=True).stdout
+    for m in re.finditer(r"\*\s+(\d+)\s+\*\s+\d+\s+skmem:\(([^)]*)\)",
+                         out):
+        if int(m.group(1)) == srv.inode:
+            return int(re.search(r"\btb(\d+)", m.group(2)).group(1))
+    raise Failure("the server's socket (inode %d) is not in ss -x"
+                  % srv.inode)
+
+
+@test("on a socketpair (sftp -D), a transfer grows stdout's send buffer, "
+      "and an idle session gives it back")
+def _(ctx):
+    import socket
+    if shutil.which("ss") is None:
+        raise Skip("needs ss (iproute2) to read the server's send buffer")
+    a, b = socket.socketpair()
+    base = a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    a.close()
+    b.close()
+    try:
+        with open("/proc/sys/net/core/wmem_max") as f:
+            big = min(1 << 20, 2 * int(f.read()))
+    except OSError:
+        big = None
+    data = random.Random(10).randbytes(8 << 20)
+    srv = SocketServer([SERVER, "-e"], ctx.dir, 10 * SLOW)
+    ctx.servers.append(srv)
+    srv.init()
+    start = send_buffer(srv)
+    transfer(srv, data)
+    busy = send_buffer(srv)
+    idle = when_idle(lambda: send_buffer(srv), base)
+    expect(start == base, "send buffer at start: expected the socket's "
+           "own %d, got %d" % (base, start))
+    if big is not None:
+        expect(busy == big, "send buffer during a transfer: expected %d, "
+               "got %d" % (big, busy))
+    else:
+        expect(busy > base, "send buffer during a transfer: %d, not above "
+               "the socket's own %d" % (busy, base))
+    expect(idle == base, "send buffer idle after a transfer: expected %d, "
+           "got %d" % (base, idle))
+    expect(srv.close() == 0, "exit status")
+    return "send buffer %d at start, %d busy, %d idle" % (start, busy, idle)
+
+
 @test("with the user's pipe quota spent, a session transfers correctly, "
       "and its pipes grow within seconds once the quota has room again")
 def _(ctx):
