@@ -19,7 +19,7 @@
  * taken all but a quarter of it.  With the default 208 KiB, a quarter is
  * what a reader such as OpenSSH's sftp takes in a few microseconds, less
  * than the writer needs to wake: the reader then waits on an empty socket,
- * about once per 255 KiB reply (strace: 1,600 waits for 512 MiB).  A
+ * about once per 255 KiB reply (1,400 waits in a 512 MiB download).  A
  * transfer therefore grows the send buffer as it grows a pipe, and the
  * session gives it back to its first size when the traffic falls to a
  * trickle.  An unread socket holds only what was written, whatever its
