@@ -24,6 +24,15 @@
  * session gives it back to its first size when the traffic falls to a
  * trickle.  An unread socket holds only what was written, whatever its
  * send buffer; the size caps what a session may leave in it.
+ *
+ * Only a reader that runs while the server works waits so: one on another
+ * CPU.  Where the two take turns on one CPU, the reader runs when the
+ * writer sleeps, never waits for it, and takes the bytes from the CPU's
+ * caches, which a larger buffer cools (6% more CPU for the server).  So
+ * the buffer grows once the reader is seen to take bytes between two large
+ * writes, with no read of the input between them (when the session waits
+ * for input, the reader may run on its CPU): the bytes it has yet to read
+ * (SO_MEMINFO) fell from the end of the one to the start of the other.
  */
 #include <sys/types.h>
 #include <sys/socket.h>
@@ -82,11 +91,13 @@ static struct pipe {
 	int base;	/* the size sshd gave it */
 	int idle;	/* its size while the traffic is a trickle */
 	int sock;	/* a unix stream socket: the size is its SO_SNDBUF */
+	long after;	/* a socket's unread bytes after a large write, or -1 */
+	int drained;	/* its reader took bytes while the session worked */
 	int64_t refused;	/* when a grow last failed (ms), or 0 */
 } pipes[3] = {
-	{ STDIN_FILENO, PIPE_BIG_IN, -1, -1, PIPE_IDLE, 0, 0 },
-	{ STDOUT_FILENO, PIPE_BIG_OUT, -1, -1, PIPE_IDLE, 0, 0 },
-	{ STDERR_FILENO, 0, -1, -1, PIPE_IDLE, 0, 0 },
+	{ STDIN_FILENO, PIPE_BIG_IN, -1, -1, PIPE_IDLE, 0, -1, 0, 0 },
+	{ STDOUT_FILENO, PIPE_BIG_OUT, -1, -1, PIPE_IDLE, 0, -1, 0, 0 },
+	{ STDERR_FILENO, 0, -1, -1, PIPE_IDLE, 0, -1, 0, 0 },
 };
 #define NPIPES	(sizeof pipes / sizeof pipes[0])
 
@@ -137,6 +148,27 @@ sock_size(int fd)
 }
 
 /*
+ * The bytes the peer of socket fd has yet to read, as the kernel charges
+ * them to fd (its sk_wmem_alloc); or -1.
+ */
+static long
+sock_queued(int fd)
+{
+#ifdef SO_MEMINFO
+	uint32_t mi[3];		/* SK_MEMINFO_WMEM_ALLOC is the third */
+	socklen_t len = sizeof mi;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mi, &len) == -1 ||
+	    len < sizeof mi)
+		return -1;
+	return (long)mi[2];
+#else
+	(void)fd;
+	return -1;
+#endif
+}
+
+/*
  * Asks for size bytes on p; returns the size it has then.  The kernel
  * doubles what SO_SNDBUF is given (for its own bookkeeping), so half is
  * asked; what it caps is not read back, since the sandbox lets the session
@@ -179,6 +211,8 @@ busy(struct pipe *p, size_t n)
 
 	if (p->size <= 0 || p->size >= p->big || n < (size_t)p->size / 2)
 		return;
+	if (p->sock && !p->drained)
+		return;
 	/* Only a pipe that ran full asks the clock. */
 	if (p->refused != 0 && now_ms() - p->refused < RETRY_MS)
 		return;
@@ -203,6 +237,8 @@ count(size_t n)
 void
 pipes_read(size_t n)
 {
+	/* The reader may have run while the session waited for this. */
+	pipes[1].after = -1;
 	count(n);
 	busy(&pipes[0], n);
 }
@@ -210,8 +246,26 @@ pipes_read(size_t n)
 void
 pipes_write(size_t n)
 {
+	struct pipe *p = &pipes[1];
+	long q;
+
 	count(n);
-	busy(&pipes[1], n);
+	/* A socket: did its reader take bytes since the last large write? */
+	if (p->sock && p->after >= 0 && p->size < p->big &&
+	    n >= (size_t)p->size / 2) {
+		q = sock_queued(p->fd);
+		p->drained = q >= 0 && q < p->after;
+	}
+	busy(p, n);
+}
+
+void
+pipes_written(size_t n)
+{
+	struct pipe *p = &pipes[1];
+
+	if (p->sock && p->size < p->big && n >= (size_t)p->size / 2)
+		p->after = sock_queued(p->fd);
 }
 
 int
@@ -237,6 +291,8 @@ pipes_idle(void)
 
 	for (size_t i = 0; i < NPIPES; i++) {
 		pipes[i].refused = 0;
+		pipes[i].after = -1;
+		pipes[i].drained = 0;
 		if (pipes[i].size <= pipes[i].idle)
 			continue;
 		pipes[i].size = resize(&pipes[i], pipes[i].idle);

@@ -332,6 +332,10 @@ static const struct rule rules[] = {
 	/* stdout's send buffer when it is a socket (sftp -D), at stdout alone */
 	{ __NR_setsockopt, R_ARG0, STDOUT_FILENO },
 #endif
+#ifdef __NR_getsockopt
+	/* what the client has yet to read of stdout, a socket (pipes.c) */
+	{ __NR_getsockopt, R_ARG0, STDOUT_FILENO },
+#endif
 #ifdef __NR_readlink
 	ALLOW(readlink),	/* READLINK without -r */
 #endif

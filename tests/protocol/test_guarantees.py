@@ -729,9 +729,16 @@ def send_buffer(srv):
                   % srv.inode)
 
 
-@test("on a socketpair (sftp -D), a transfer grows stdout's send buffer, "
-      "and an idle session gives it back")
+@test("on a socketpair (sftp -D), a download whose client reads while the "
+      "server works grows stdout's send buffer, and an idle session gives "
+      "it back")
 def _(ctx):
+    """The server grows the buffer once it sees its reader take bytes
+    between two large writes, with no read of requests between them.  The
+    requests all come in one write: 8 READs of 32 KiB (a write of 256 KiB
+    and more), a check-file of 256 MiB of zeros (a few hundred ms of the
+    server's work, in which this client reads what the READs left in the
+    socket), then the READs of the rest of the file."""
     import socket
     if shutil.which("ss") is None:
         raise Skip("needs ss (iproute2) to read the server's send buffer")
@@ -744,12 +751,25 @@ def _(ctx):
             big = min(1 << 20, 2 * int(f.read()))
     except OSError:
         big = None
+    size = 32768
     data = random.Random(10).randbytes(8 << 20)
+    ctx.write("down", data)
+    sparse(ctx, "zeros", 256 << 20)
     srv = SocketServer([SERVER, "-e"], ctx.dir, 10 * SLOW)
     ctx.servers.append(srv)
     srv.init()
     start = send_buffer(srv)
-    transfer(srv, data)
+    h = srv.open("down", SSH_FXF_READ)
+    reads = [req_read(h, o, size) for o in range(0, len(data), size)]
+    pause = sftpwire.req_extended(
+        "check-file-name", sftpwire.string("zeros") + sftpwire.string("md5") +
+        sftpwire.u64(0) + sftpwire.u64(0) + sftpwire.u32(0))
+    ids = srv.send_many(reads[:8] + [pause] + reads[8:])
+    replies = [srv.recv(timeout=60 * SLOW) for _ in ids]
+    expect(not isinstance(replies[8], Status), "check-file: %r" % replies[8])
+    got = b"".join(getattr(r, "data", b"") for r in replies[:8] + replies[9:])
+    expect(got == data, "downloaded bytes differ from the file")
+    expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
     busy = send_buffer(srv)
     idle = when_idle(lambda: send_buffer(srv), base)
     expect(start == base, "send buffer at start: expected the socket's "
