@@ -28,7 +28,7 @@
  * Only a reader that runs while the server works waits so: one on another
  * CPU.  Where the two take turns on one CPU, the reader runs when the
  * writer sleeps, never waits for it, and takes the bytes from the CPU's
- * caches, which a larger buffer cools (6% more CPU for the server).  So
+ * caches, which a larger buffer cools (4 to 10% more CPU for the server).  So
  * the buffer grows once the reader is seen to take bytes between two large
  * writes, with no read of the input between them (when the session waits
  * for input, the reader may run on its CPU): the bytes it has yet to read
