@@ -329,7 +329,7 @@ static const struct rule rules[] = {
 	ALLOW(fcntl64),		/* the same on 32-bit systems */
 #endif
 #ifdef __NR_setsockopt
-	/* stdout's send buffer when it is a socket (sftp -D), at stdout alone */
+	/* stdout's send buffer, when a socket (sftp -D): at stdout alone */
 	{ __NR_setsockopt, R_ARG0, STDOUT_FILENO },
 #endif
 #ifdef __NR_getsockopt
