@@ -328,6 +328,14 @@ static const struct rule rules[] = {
 #ifdef __NR_fcntl64
 	ALLOW(fcntl64),		/* the same on 32-bit systems */
 #endif
+#ifdef __NR_setsockopt
+	/* stdout's send buffer, when a socket (sftp -D): at stdout alone */
+	{ __NR_setsockopt, R_ARG0, STDOUT_FILENO },
+#endif
+#ifdef __NR_getsockopt
+	/* what the client has yet to read of stdout, a socket (pipes.c) */
+	{ __NR_getsockopt, R_ARG0, STDOUT_FILENO },
+#endif
 #ifdef __NR_readlink
 	ALLOW(readlink),	/* READLINK without -r */
 #endif

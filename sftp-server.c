@@ -228,7 +228,9 @@ output_failed(void)
 static void
 flush_replies(void)
 {
-	pipes_write(oq_pending(&oq));
+	size_t n = oq_pending(&oq);
+
+	pipes_write(n);
 	while (oq_flush(&oq, STDOUT_FILENO) == -1) {
 		if (got_signal)
 			end_by_signal();
@@ -239,6 +241,7 @@ flush_replies(void)
 			output_failed();
 		}
 	}
+	pipes_written(n);
 }
 
 /*

@@ -81,18 +81,21 @@ NR = {
              "connect": 42, "stat": 4, "lstat": 6, "statfs": 137,
              "readlink": 89, "chmod": 90, "chown": 92, "lchown": 94,
              "truncate": 76, "mkdir": 83, "rmdir": 84, "unlink": 87,
-             "rename": 82, "link": 86, "symlink": 88},
+             "rename": 82, "link": 86, "symlink": 88, "setsockopt": 54,
+             "getsockopt": 55},
     I386: {"close": 6, "mmap": 192, "socket": 359, "getpid": 20,
            "execve": 11, "kill": 37, "ptrace": 26, "openat": 295,
            "socketcall": 102, "connect": 362, "stat": 195, "lstat": 196,
            "statfs": 99, "readlink": 85, "chmod": 15, "chown": 212,
            "lchown": 198, "truncate": 92, "mkdir": 39, "rmdir": 40,
-           "unlink": 10, "rename": 38, "link": 9, "symlink": 83},
+           "unlink": 10, "rename": 38, "link": 9, "symlink": 83,
+           "setsockopt": 366, "getsockopt": 365},
 }
 X32_BIT = 0x40000000
 SYS_SOCKET = 1      # socketcall(2)'s socket(2)
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 SOCK_STREAM = 1
+SOL_SOCKET, SO_SNDBUF = 1, 7
 PTRACE_ATTACH = 16
 O_RDONLY, O_WRONLY, O_WRONLY_CREAT, O_TRUNC = 0, 0o1, 0o101, 0o1000
 AT_FDCWD = -100
@@ -388,6 +391,19 @@ def test_refused_from_inside(ctx):
            "descriptor (syslog and NSS need it), got %s" %
            describe_result(r[6]))
     expect_eq("getpid() from inside the server", r[7], srv.proc.pid)
+    # setsockopt and getsockopt at stdout alone (pipes.c): on another
+    # socket the filter refuses them; at stdout, a pipe here, the kernel
+    # answers.
+    s = inject(srv, ("setsockopt", r[6], SOL_SOCKET, SO_SNDBUF, 0, 4),
+               ("setsockopt", 1, SOL_SOCKET, SO_SNDBUF, 0, 4),
+               ("getsockopt", r[6], SOL_SOCKET, SO_SNDBUF, 0, 0),
+               ("getsockopt", 1, SOL_SOCKET, SO_SNDBUF, 0, 0))
+    expect_errno("setsockopt() of a socket other than stdout", s[0],
+                 errno.EPERM)
+    expect_errno("setsockopt() of stdout, a pipe", s[1], errno.ENOTSOCK)
+    expect_errno("getsockopt() of a socket other than stdout", s[2],
+                 errno.EPERM)
+    expect_errno("getsockopt() of stdout, a pipe", s[3], errno.ENOTSOCK)
     inject(srv, ("close", r[6]))
     expect_eq("the other process's tracer",
               proc_status(other).get("TracerPid"), "0")
