@@ -274,7 +274,8 @@ test-deps:
 	    python3-asyncssh mandoc lftp curl valgrind strace \
 	    libclang-rt-14-dev debhelper devscripts lintian dpkg-dev fakeroot \
 	    autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 \
-	    glusterfs-server glusterfs-client iproute2 $(CROSS_PKGS)
+	    glusterfs-server glusterfs-client iproute2 golang-go \
+	    golang-github-pkg-sftp-dev $(CROSS_PKGS)
 
 install: sftp-server
 	$(INSTALL) -d $(DESTDIR)$(libexecdir) $(DESTDIR)$(mandir)/man8
@@ -288,4 +289,4 @@ uninstall:
 clean:
 	rm -rf build
 	rm -f sftp-server sftp-server-asan sftp-server-static $(OBJS) $(UNIT_TESTS) \
-	    $(BENCH_PROGS) $(FUZZERS)
+	    $(BENCH_PROGS) $(BENCH_GO) $(FUZZERS)
