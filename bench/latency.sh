@@ -11,7 +11,9 @@
 # pkg/sftp's (bench/gosftp, built from Debian's packaged sources; skipped
 # with a reason when Go or pkg/sftp is missing). One table: the median rate
 # of each, the paired ratios ours/OpenSSH and ours/pkg-sftp, and the most
-# storage calls each server had waiting at once (slowfs's held_max).
+# storage calls each server had waiting at once (slowfs's held_max); then
+# slowfs's own ceiling at each delay (bench/callrate, 64 threads, no
+# server), above which no server's rate can be read.
 #
 # usage: latency.sh [--ours PATH] [--ref PATH] [--go PATH] [--servers LIST]
 #                   [--delays LIST] [--size SIZE] [--entries N] [--files N]
@@ -22,7 +24,7 @@
 #   --ref      OpenSSH's (default /usr/lib/openssh/sftp-server; env REF)
 #   --go       pkg/sftp's (default bench/gosftp-server, built when missing)
 #   --servers  a subset of ours,ref,go (default all three)
-#   --delays   milliseconds per storage call (default 0,0.2,1; 0,0.2 with
+#   --delays   milliseconds per storage call (default 0,0.2,1; 0 with
 #              --gluster)
 #   --size     bytes per upload or download (default 64M)
 #   --entries  names LSTATed and listed (default 5000)
@@ -103,6 +105,27 @@ run() {
 	echo "round=$r delay=$d name=$wl $line held_max=${held:--1}" >> "$res"
 }
 
+# ceiling ROUND DELAY RESULTS: slowfs's own ceiling at DELAY: callrate's
+# 64 threads LSTAT one file under it, no server; the line appended to
+# RESULTS as name=ceiling.
+ceiling() {
+	local r=$1 d=$2 res=$3 line held
+	mkdir -p "$WORK/ceiling"
+	: > "$WORK/ceiling/f"
+	rm -f "$WORK/slowfs"
+	if ! line=$("$bench_here/slowfs" -d "$d" -p "$WORK/ceiling" \
+	    -o "$WORK/slowfs" -- "$bench_here/callrate" 64 20000 \
+	    "$WORK/ceiling/f" 2> "$WORK/stderr"); then
+		echo "$BENCH_PROG: the ceiling at $d ms failed:" \
+		    "$(cat "$WORK/stderr")" >&2
+		return
+	fi
+	held=$(sed -n 's/.* held_max=\([0-9]*\).*/\1/p' "$WORK/slowfs" |
+	    tail -n 1)
+	echo "round=$r delay=$d name=ceiling server=slowfs unit=call $line" \
+	    "held_max=${held:--1}" >> "$res"
+}
+
 # summarize RESULTS: the table, from the lines of run().
 summarize() {
 	awk "$bench_awk"'
@@ -141,7 +164,18 @@ summarize() {
 		return fmt(median(t, n))
 	}
 	function heldmax(who) {
-		return (key SUBSEP who) in held ? held[key SUBSEP who] : "-"
+		# At 0 ms nothing is held: there is nothing to tell.
+		if (dl[i] + 0 == 0 || !((key SUBSEP who) in held))
+			return "-"
+		return held[key SUBSEP who]
+	}
+	$0 ~ / name=ceiling / {
+		kv_parse(1)
+		d = kv["delay"]
+		if (!(d in cn))
+			cd[++ncd] = d
+		cr[d, ++cn[d]] = kv["rate"]
+		next
 	}
 	{
 		kv_parse(1)
@@ -183,6 +217,17 @@ summarize() {
 		    " of the ratios within each round (above 1: ours is faster)."
 		print "\"held at once\": the most storage calls the server had" \
 		    " waiting in slowfs at one time, over its runs."
+		for (i = 1; i <= ncd; i++) {
+			n = 0
+			for (j = 1; j <= cn[cd[i]]; j++)
+				t[++n] = cr[cd[i], j]
+			printf "%s%s ms: %.0f calls/s (64 threads could make %.0f)",
+			    i == 1 ? "slowfs'"'"'s own ceiling (bench/callrate: 64" \
+			    " threads LSTAT one file, no server), median: " : "; ",
+			    cd[i], median(t, n), 64000 / cd[i]
+		}
+		if (ncd > 0)
+			print "."
 	}' "$1"
 }
 
@@ -230,6 +275,10 @@ rounds_run() {
 				done
 				printf ' %s' "$wl" >&2
 			done
+			if [ "$d" != 0 ]; then
+				ceiling "$r" "$d" "$res"
+				printf ' ceiling' >&2
+			fi
 			echo >&2
 		done
 	done
@@ -308,7 +357,7 @@ bench_count --depth "$depth"
 bytes=$(bench_to_bytes "$size") || exit 2
 if [ -z "$delays" ]; then
 	delays=0,0.2,1
-	[ $gluster = 1 ] && delays=0,0.2
+	[ $gluster = 1 ] && delays=0
 fi
 for d in ${delays//,/ }; do
 	case $d in
@@ -326,7 +375,7 @@ done
 
 # The client, slowfs, the floor (which makes the file to download) and
 # pkg/sftp's server, when missing or older than their sources.
-bench_build sftpbench slowfs floor
+bench_build sftpbench slowfs floor callrate
 if bench_has go ${servers//,/ }; then
 	[ "$gosrv" = "$bench_here/gosftp-server" ] && bench_build gosftp-server
 	if [ ! -x "$gosrv" ]; then
