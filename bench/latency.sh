@@ -114,7 +114,7 @@ ceiling() {
 	: > "$WORK/ceiling/f"
 	rm -f "$WORK/slowfs"
 	if ! line=$("$bench_here/slowfs" -d "$d" -p "$WORK/ceiling" \
-	    -o "$WORK/slowfs" -- "$bench_here/callrate" 64 20000 \
+	    -o "$WORK/slowfs" -- "$bench_here/callrate" 64 64000 \
 	    "$WORK/ceiling/f" 2> "$WORK/stderr"); then
 		echo "$BENCH_PROG: the ceiling at $d ms failed:" \
 		    "$(cat "$WORK/stderr")" >&2
