@@ -376,6 +376,7 @@ done
 # The client, slowfs, the floor (which makes the file to download) and
 # pkg/sftp's server, when missing or older than their sources.
 bench_build sftpbench slowfs floor callrate
+# shellcheck disable=SC2086 # the list is words
 if bench_has go ${servers//,/ }; then
 	[ "$gosrv" = "$bench_here/gosftp-server" ] && bench_build gosftp-server
 	if [ ! -x "$gosrv" ]; then
@@ -384,10 +385,12 @@ if bench_has go ${servers//,/ }; then
 		servers=$(echo ",$servers," | sed 's/,go,/,/; s/^,//; s/,$//')
 	fi
 fi
+# shellcheck disable=SC2086 # the list is words
 if bench_has ours ${servers//,/ }; then
 	[ -x "$ours" ] || bench_die "our server $ours not found (make)"
 	ours=$(bench_abs "$ours")
 fi
+# shellcheck disable=SC2086 # the list is words
 if bench_has ref ${servers//,/ }; then
 	[ -x "$ref" ] || bench_die "OpenSSH's server $ref not found" \
 	    "(Debian: openssh-sftp-server)"

@@ -11,6 +11,7 @@
 
 set -u
 BENCH_PROG=slowfs-test.sh
+# shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 server=$ours
@@ -26,6 +27,8 @@ done
 
 bench_build slowfs
 bench_build sftpbench
+# pkg/sftp's server, when Go and pkg/sftp are installed (else make says why).
+bench_build gosftp-server
 SLOWFS=$bench_here/slowfs
 work=$(mktemp -d "${TMPDIR:-/tmp}/slowfs-test.XXXXXX") || exit 1
 bench_remove "$work"
@@ -197,7 +200,7 @@ for t in ts: t.join()
 print("done")
 ' "$work/f" 2>&1)
 held=$(sed -n 's/.* held_max=\([0-9]*\).*/\1/p' "$work/stats")
-if [ "$out" = done ] && [ "${held:-0}" -ge 2 ]; then
+if [ "$out" = "done" ] && [ "${held:-0}" -ge 2 ]; then
 	ok "8 threads held at once (held_max $held)"
 else
 	not_ok "8 threads: $out, held_max ${held:-none}"
@@ -215,16 +218,18 @@ for srv in "$server" "$gosrv"; do
 	mkdir -p "$work/sftp"
 	for w in "stat -c 300 -n 300" "readdir -n 300 -i 2" \
 	    "upload -l 32k -b 4M" "download -l 32k -b 4M" "smallfiles -c 100"; do
+		# shellcheck disable=SC2086 # the arguments are words
 		set -- $w
 		rm -f "$work/stats"
+		# shellcheck disable=SC2086
 		if "$bench_here/sftpbench" -V -d "$work/sftp" -w $w -- \
 		    "$SLOWFS" -d 0.1 -j 0.2 -o "$work/stats" -- "$srv" \
 		    > "$work/line" 2>&1; then
 			case $1 in
-			stat) k=stat ;; readdir) k=dir ;; upload) k=write ;;
-			download) k=read ;; smallfiles) k=open ;;
+			stat) k="stat" ;; readdir) k="dir" ;; upload) k="write" ;;
+			download) k="read" ;; smallfiles) k="open" ;;
 			esac
-			case $(counter "$work/stats" $k) in
+			case $(counter "$work/stats" "$k") in
 			0/*|"") not_ok "${srv##*/} $1: no $k held" ;;
 			*) ok "${srv##*/} $1 under slowfs, verified" ;;
 			esac
