@@ -7,8 +7,11 @@
  * server under its own seccomp filter, or a Go binary making raw system
  * calls from many threads.
  *
- *	slowfs [-v] [-d MS] [-D KIND=MS,...] [-j MS] [-o FILE] [-s SEED] --
- *	    command [arg ...]
+ *	slowfs [-v] [-d MS] [-D KIND=MS,...] [-j MS] [-o FILE] [-p DIR]
+ *	    [-s SEED] -- command [arg ...]
+ *
+ * With -p, only calls on paths and descriptors under DIR are held: the
+ * storage under test, not the command's libraries or /etc.
  *
  * The means is seccomp user notification.  The child installs a filter
  * that sends the chosen system calls to a listener (which it passes to
@@ -34,7 +37,6 @@
 
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -308,6 +310,7 @@ rng_next(void)
 	return rng_state * 0x2545f4914f6cdd1dULL;
 }
 
+/* Whether calls of kind k are held at all, and so go to the listener. */
 static int
 kind_held(int k)
 {
