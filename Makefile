@@ -340,7 +340,8 @@ TEST_DEPS = build-essential gcc make clang libcmocka-dev openssh-client \
 	python3-asyncssh mandoc lftp curl valgrind strace \
 	libclang-rt-14-dev debhelper devscripts lintian dpkg-dev fakeroot \
 	autopkgtest rpm e2fsprogs xfsprogs btrfs-progs bindfs fuse3 logrotate \
-	glusterfs-server glusterfs-client iproute2 $(CROSS_PKGS)
+	glusterfs-server glusterfs-client iproute2 golang-go \
+	golang-github-pkg-sftp-dev $(CROSS_PKGS)
 
 test-deps:
 	$(call apt_install,$(TEST_DEPS),$(CROSS_ARCHS))
@@ -366,4 +367,4 @@ clean:
 	rm -rf build
 	rm -f sftp-server sftp-server-asan sftp-server-tsan sftp-server-static \
 	    $(OBJS) $(UNIT_TESTS) \
-	    $(BENCH_PROGS) $(FUZZERS)
+	    $(BENCH_PROGS) $(BENCH_GO) $(FUZZERS)

@@ -1044,7 +1044,8 @@ download_reply(const struct req *r, uint8_t type, struct wire_cur *cu)
 
 /*
  * readdir: opt.listings times OPENDIR, READDIRs (a few in flight) until EOF,
- * CLOSE. Each listing must hold every fixture name once, "." and "..".
+ * CLOSE. Each listing must hold every fixture name once, and "." and ".."
+ * both or neither (Go's pkg/sftp lists no dots).
  */
 static void
 readdir_prepare(void)
@@ -1066,12 +1067,23 @@ readdir_issue(void)
 	    (r = req_new(SSH_FXP_READDIR)) != NULL)
 		send_handle_req(r, c.handle, c.hlen);
 	if (w.eof && c.inflight == 0) {
-		if (w.entries != (uint64_t)opt.entries + 2)
-			die("listing %u: %llu entries, expected %u",
-			    w.listing + 1, (unsigned long long)w.entries,
-			    opt.entries + 2);
+		/* OpenSSH lists "." and ".."; Go's pkg/sftp does not. */
+		if ((w.dots != 0 && w.dots != 2) ||
+		    w.entries != (uint64_t)opt.entries + w.dots)
+			die("listing %u: %llu entries (%u of them dots), "
+			    "expected %u and 2 or no dots", w.listing + 1,
+			    (unsigned long long)w.entries, w.dots,
+			    opt.entries);
 		send_close();
 	}
+}
+
+/* Whether a name is "." or "..". */
+static int
+is_dot(const uint8_t *s, uint32_t n)
+{
+	return (n == 1 && s[0] == '.') ||
+	    (n == 2 && s[0] == '.' && s[1] == '.');
 }
 
 /* Check one name of a listing against the fixture: file-NNNNNN.dat. */
@@ -1080,11 +1092,10 @@ readdir_name(const uint8_t *s, uint32_t n, uint64_t size, uint32_t perm)
 {
 	uint32_t i, k;
 
-	if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.')) {
+	if (is_dot(s, n)) {
 		if (perm != 0 && !S_ISDIR(perm))
 			die("\"%.*s\" is not a directory (mode %o)", (int)n,
 			    (const char *)s, perm);
-		w.dots++;
 		return;
 	}
 	if (n != 15 || memcmp(s, "file-", 5) != 0 ||
@@ -1120,6 +1131,8 @@ readdir_names(const struct req *r, struct wire_cur *cu)
 		    get_attrs(cu, &size, &perm) != 0)
 			die("READDIR id %u: malformed NAME entry %u of %u",
 			    r->id, i, count);
+		if (is_dot(s, n))
+			w.dots++;
 		if (opt.verify)
 			readdir_name(s, n, size, perm);
 	}
@@ -1146,9 +1159,6 @@ readdir_reply(const struct req *r, uint8_t type, struct wire_cur *cu)
 		break;
 	case SSH_FXP_CLOSE:
 		expect_ok(r, type, cu);
-		if (opt.verify && w.dots != 2)
-			die("listing %u: %u dot entries", w.listing + 1,
-			    w.dots);
 		w.total_entries += w.entries;
 		w.entries = 0;
 		w.dots = 0;

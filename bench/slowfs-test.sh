@@ -4,15 +4,19 @@
 # Functional checks of bench/slowfs (no timing): which calls it holds and
 # which it lets through (its -o counters), the EAGAIN answer to RWF_NOWAIT,
 # io_uring refused, exit statuses passed on, many threads running to the
-# right result, and an SFTP server under its own seccomp sandbox (this
-# tree's sftp-server, or --server PATH) completing verified workloads
-# through it. Ends with "N passed, M failed"; exits 1 if any failed.
+# right result, calls of threads held at once, and an SFTP server under its
+# own seccomp sandbox (this tree's sftp-server, or --server PATH) and Go
+# pkg/sftp's (bench/gosftp-server, when built) completing verified
+# workloads through it. Ends with "N passed, M failed"; exits 1 if any failed.
 
 set -u
 BENCH_PROG=slowfs-test.sh
+# shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 server=$ours
+# The interpreter itself, not a wrapper script whose every stat would wait.
+PY=${PYTHON:-/usr/bin/python3}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--server) server=$2; shift 2 ;;
@@ -23,6 +27,8 @@ done
 
 bench_build slowfs
 bench_build sftpbench
+# pkg/sftp's server, when Go and pkg/sftp are installed (else make says why).
+bench_build gosftp-server
 SLOWFS=$bench_here/slowfs
 work=$(mktemp -d "${TMPDIR:-/tmp}/slowfs-test.XXXXXX") || exit 1
 bench_remove "$work"
@@ -61,11 +67,11 @@ except BlockingIOError:
 n = os.preadv(fd, [buf], 0)
 print("plain", n, bytes(buf[:n]).decode())
 '
-out=$("$SLOWFS" -D read=0.5 -- python3 -c "$nowait_py" "$work/f" 2>&1)
+out=$("$SLOWFS" -D read=0.5 -- "$PY" -c "$nowait_py" "$work/f" 2>&1)
 check "RWF_NOWAIT on a held file: EAGAIN, then a plain read" \
     "nowait EAGAIN
 plain 12 slow storage" "$out"
-out=$("$SLOWFS" -D stat=0.5 -- python3 -c "$nowait_py" "$work/f" 2>&1)
+out=$("$SLOWFS" -D stat=0.5 -- "$PY" -c "$nowait_py" "$work/f" 2>&1)
 check "RWF_NOWAIT with reads not held: the bytes" \
     "nowait 12 slow storage
 plain 12 slow storage" "$out"
@@ -73,7 +79,7 @@ plain 12 slow storage" "$out"
 # 2. Pipes and sockets are let through, files held: 200 writes and reads
 # on a pipe and on a socketpair (descriptors above 2), 10 writes to a file.
 rm -f "$work/stats"
-"$SLOWFS" -d 0.1 -o "$work/stats" -- python3 -c '
+"$SLOWFS" -d 0.1 -o "$work/stats" -- "$PY" -c '
 import os, socket, sys
 r, w = os.pipe()
 a, b = socket.socketpair()
@@ -107,8 +113,33 @@ case $(counter "$work/stats" stat) in
 *) ok "-D stat=0.1: ls -l's stats held" ;;
 esac
 
+# 3b. -p DIR: only calls on paths and descriptors under DIR are held;
+# relative paths count from the working directory or the directory
+# descriptor. Nothing else of the interpreter's touches DIR, so the counts
+# held are exact: 2 stats, 2 opens, 1 read.
+mkdir -p "$work/in" "$work/out"
+echo x > "$work/in/x"
+echo y > "$work/out/y"
+rm -f "$work/stats"
+"$SLOWFS" -d 0.1 -p "$work/in" -o "$work/stats" -- "$PY" -c '
+import os, sys
+os.chdir(sys.argv[1])
+os.lstat("in/x")
+os.lstat(sys.argv[1] + "/out/y")
+os.lstat("out/y")
+d = os.open("in", os.O_RDONLY)
+os.stat("x", dir_fd=d)
+fd = os.open("out/y", os.O_RDONLY)
+os.read(fd, 1)
+fd = os.open(sys.argv[1] + "/in/x", os.O_RDONLY)
+os.read(fd, 1)
+' "$work"
+check "-p: stats held inside only" 2 "$(counter "$work/stats" stat | cut -d/ -f1)"
+check "-p: opens held inside only" 2 "$(counter "$work/stats" open | cut -d/ -f1)"
+check "-p: reads held inside only" 1 "$(counter "$work/stats" read | cut -d/ -f1)"
+
 # 4. io_uring is refused with ENOSYS (its work would bypass the filter).
-out=$("$SLOWFS" -d 0.1 -- python3 -c '
+out=$("$SLOWFS" -d 0.1 -- "$PY" -c '
 import ctypes, errno
 libc = ctypes.CDLL(None, use_errno=True)
 buf = ctypes.create_string_buffer(120)
@@ -130,7 +161,7 @@ check "killed by a signal: 128 + 15" 143 "$rc"
 # 6. Many threads, with jitter so that calls finish out of order: each
 # writes, renames, stats and reads back its own files; all must be right.
 mkdir -p "$work/many"
-out=$("$SLOWFS" -d 0.05 -j 0.5 -s 7 -- python3 -c '
+out=$("$SLOWFS" -d 0.05 -j 0.5 -s 7 -- "$PY" -c '
 import os, sys, threading
 d = sys.argv[1]
 bad = []
@@ -153,32 +184,60 @@ print(len(os.listdir(d)), len(bad))
 ' "$work/many" 2>&1)
 check "8 threads, jitter: 160 files, all right" "160 0" "$out"
 
-# 7. An SFTP server under its own seccomp sandbox, through sftpbench with
+# 7. Held calls wait together, not one after the other: 8 threads, past a
+# barrier, each LSTAT one file held 500 ms. For at most one to be held at a
+# time, each would have to start half a second after the one before.
+rm -f "$work/stats"
+out=$("$SLOWFS" -D stat=500 -p "$work" -o "$work/stats" -- "$PY" -c '
+import os, sys, threading
+b = threading.Barrier(8)
+def work():
+    b.wait()
+    os.lstat(sys.argv[1])
+ts = [threading.Thread(target=work) for t in range(8)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("done")
+' "$work/f" 2>&1)
+held=$(sed -n 's/.* held_max=\([0-9]*\).*/\1/p' "$work/stats")
+if [ "$out" = "done" ] && [ "${held:-0}" -ge 2 ]; then
+	ok "8 threads held at once (held_max $held)"
+else
+	not_ok "8 threads: $out, held_max ${held:-none}"
+fi
+
+# 8. An SFTP server under its own seccomp sandbox, through sftpbench with
 # content checks: every reply right, and slowfs saw its storage calls.
-if [ -x "$server" ]; then
+# Go's pkg/sftp too when it is built (raw system calls from many threads).
+gosrv=$bench_here/gosftp-server
+for srv in "$server" "$gosrv"; do
+	if [ ! -x "$srv" ]; then
+		echo "skip: no server at $srv"
+		continue
+	fi
 	mkdir -p "$work/sftp"
 	for w in "stat -c 300 -n 300" "readdir -n 300 -i 2" \
 	    "upload -l 32k -b 4M" "download -l 32k -b 4M" "smallfiles -c 100"; do
+		# shellcheck disable=SC2086 # the arguments are words
 		set -- $w
 		rm -f "$work/stats"
+		# shellcheck disable=SC2086
 		if "$bench_here/sftpbench" -V -d "$work/sftp" -w $w -- \
-		    "$SLOWFS" -d 0.1 -j 0.2 -o "$work/stats" -- "$server" \
+		    "$SLOWFS" -d 0.1 -j 0.2 -o "$work/stats" -- "$srv" \
 		    > "$work/line" 2>&1; then
 			case $1 in
-			stat) k=stat ;; readdir) k=dir ;; upload) k=write ;;
-			download) k=read ;; smallfiles) k=open ;;
+			stat) k="stat" ;; readdir) k="dir" ;; upload) k="write" ;;
+			download) k="read" ;; smallfiles) k="open" ;;
 			esac
-			case $(counter "$work/stats" $k) in
-			0/*|"") not_ok "server $1: no $k held" ;;
-			*) ok "server $1 under slowfs, verified" ;;
+			case $(counter "$work/stats" "$k") in
+			0/*|"") not_ok "${srv##*/} $1: no $k held" ;;
+			*) ok "${srv##*/} $1 under slowfs, verified" ;;
 			esac
 		else
-			not_ok "server $1: $(cat "$work/line")"
+			not_ok "${srv##*/} $1: $(cat "$work/line")"
 		fi
 	done
-else
-	echo "skip: no server at $server (make sftp-server)"
-fi
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

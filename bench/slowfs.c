@@ -7,8 +7,11 @@
  * server under its own seccomp filter, or a Go binary making raw system
  * calls from many threads.
  *
- *	slowfs [-v] [-d MS] [-D KIND=MS,...] [-j MS] [-o FILE] [-s SEED] --
- *	    command [arg ...]
+ *	slowfs [-v] [-d MS] [-D KIND=MS,...] [-j MS] [-o FILE] [-p DIR]
+ *	    [-s SEED] -- command [arg ...]
+ *
+ * With -p, only calls on paths and descriptors under DIR are held: the
+ * storage under test, not the command's libraries or /etc.
  *
  * The means is seccomp user notification.  The child installs a filter
  * that sends the chosen system calls to a listener (which it passes to
@@ -34,7 +37,6 @@
 
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -87,9 +89,12 @@ static const char *const kind_names[K_NKINDS] = {
 /*
  * How a call names what it works on.  FD: argument fd1 (and fd2 if not
  * -1) are descriptors, held only when one is a regular file or directory.
- * PATH: a path, always held.  ATFD: a path relative to argument fd1, which
- * is a descriptor of its own when the flags in argument flagarg hold
- * AT_EMPTY_PATH (fstat() is newfstatat(fd, "", AT_EMPTY_PATH) in glibc).
+ * PATH: a path in argument patharg, relative to the descriptor in argument
+ * dirarg (-1: to the working directory), always held unless -p says
+ * otherwise.  ATFD: the same, but when the flags in argument flagarg hold
+ * AT_EMPTY_PATH, dirarg is a descriptor of its own (fstat() is
+ * newfstatat(fd, "", AT_EMPTY_PATH) in glibc).  A NULL path (utimensat's)
+ * stands for the descriptor dirarg too.
  */
 enum how { H_PATH, H_FD, H_ATFD };
 
@@ -100,90 +105,93 @@ struct call {
 	int		 fd1;
 	int		 fd2;
 	int		 flagarg;	/* AT_EMPTY_PATH or RWF_ flags, or -1 */
+	int		 dirarg;	/* -1: relative to the cwd */
+	int		 patharg;
 };
 
-#define FD1(n, k)	{ (n), (k), H_FD, 0, -1, -1 }
-#define PATH(n, k)	{ (n), (k), H_PATH, -1, -1, -1 }
+#define FD1(n, k)	{ (n), (k), H_FD, 0, -1, -1, -1, -1 }
+#define CWD(n, k, p)	{ (n), (k), H_PATH, -1, -1, -1, -1, (p) }
+#define AT(n, k, d, p)	{ (n), (k), H_PATH, -1, -1, -1, (d), (p) }
 
 static const struct call calls[] = {
 	FD1(__NR_read, K_READ),
 	FD1(__NR_pread64, K_READ),
 	FD1(__NR_readv, K_READ),
 	FD1(__NR_preadv, K_READ),
-	{ __NR_preadv2, K_READ, H_FD, 0, -1, 5 },
-	{ __NR_sendfile, K_READ, H_FD, 1, 0, -1 },
-	{ __NR_splice, K_READ, H_FD, 0, 2, -1 },
-	{ __NR_copy_file_range, K_READ, H_FD, 0, 2, -1 },
+	{ __NR_preadv2, K_READ, H_FD, 0, -1, 5, -1, -1 },
+	{ __NR_sendfile, K_READ, H_FD, 1, 0, -1, -1, -1 },
+	{ __NR_splice, K_READ, H_FD, 0, 2, -1, -1, -1 },
+	{ __NR_copy_file_range, K_READ, H_FD, 0, 2, -1, -1, -1 },
 	FD1(__NR_readahead, K_READ),
 	FD1(__NR_write, K_WRITE),
 	FD1(__NR_pwrite64, K_WRITE),
 	FD1(__NR_writev, K_WRITE),
 	FD1(__NR_pwritev, K_WRITE),
-	{ __NR_pwritev2, K_WRITE, H_FD, 0, -1, 5 },
+	{ __NR_pwritev2, K_WRITE, H_FD, 0, -1, 5, -1, -1 },
 	FD1(__NR_fallocate, K_WRITE),
 	FD1(__NR_ftruncate, K_WRITE),
-	PATH(__NR_truncate, K_WRITE),
+	CWD(__NR_truncate, K_WRITE, 0),
 #ifdef __NR_open
-	PATH(__NR_open, K_OPEN),
-	PATH(__NR_creat, K_OPEN),
+	CWD(__NR_open, K_OPEN, 0),
+	CWD(__NR_creat, K_OPEN, 0),
 #endif
-	PATH(__NR_openat, K_OPEN),
-	PATH(__NR_openat2, K_OPEN),
+	AT(__NR_openat, K_OPEN, 0, 1),
+	AT(__NR_openat2, K_OPEN, 0, 1),
 	FD1(__NR_close, K_CLOSE),
 #ifdef __NR_stat
-	PATH(__NR_stat, K_STAT),
-	PATH(__NR_lstat, K_STAT),
-	PATH(__NR_access, K_STAT),
-	PATH(__NR_readlink, K_STAT),
+	CWD(__NR_stat, K_STAT, 0),
+	CWD(__NR_lstat, K_STAT, 0),
+	CWD(__NR_access, K_STAT, 0),
+	CWD(__NR_readlink, K_STAT, 0),
 #endif
 	FD1(__NR_fstat, K_STAT),
-	{ __NR_newfstatat, K_STAT, H_ATFD, 0, -1, 3 },
-	{ __NR_statx, K_STAT, H_ATFD, 0, -1, 2 },
-	PATH(__NR_statfs, K_STAT),
+	{ __NR_newfstatat, K_STAT, H_ATFD, -1, -1, 3, 0, 1 },
+	{ __NR_statx, K_STAT, H_ATFD, -1, -1, 2, 0, 1 },
+	CWD(__NR_statfs, K_STAT, 0),
 	FD1(__NR_fstatfs, K_STAT),
-	PATH(__NR_faccessat, K_STAT),
-	PATH(__NR_faccessat2, K_STAT),
-	PATH(__NR_readlinkat, K_STAT),
-	PATH(__NR_getxattr, K_STAT),
-	PATH(__NR_lgetxattr, K_STAT),
+	AT(__NR_faccessat, K_STAT, 0, 1),
+	AT(__NR_faccessat2, K_STAT, 0, 1),
+	AT(__NR_readlinkat, K_STAT, 0, 1),
+	CWD(__NR_getxattr, K_STAT, 0),
+	CWD(__NR_lgetxattr, K_STAT, 0),
 	FD1(__NR_fgetxattr, K_STAT),
-	PATH(__NR_listxattr, K_STAT),
-	PATH(__NR_llistxattr, K_STAT),
+	CWD(__NR_listxattr, K_STAT, 0),
+	CWD(__NR_llistxattr, K_STAT, 0),
 	FD1(__NR_flistxattr, K_STAT),
 #ifdef __NR_getdents
 	FD1(__NR_getdents, K_DIR),
 #endif
 	FD1(__NR_getdents64, K_DIR),
 #ifdef __NR_unlink
-	PATH(__NR_unlink, K_META),
-	PATH(__NR_rename, K_META),
-	PATH(__NR_mkdir, K_META),
-	PATH(__NR_rmdir, K_META),
-	PATH(__NR_link, K_META),
-	PATH(__NR_symlink, K_META),
-	PATH(__NR_chmod, K_META),
-	PATH(__NR_chown, K_META),
-	PATH(__NR_lchown, K_META),
-	PATH(__NR_utimes, K_META),
-	PATH(__NR_mknod, K_META),
+	CWD(__NR_unlink, K_META, 0),
+	CWD(__NR_rename, K_META, 0),
+	CWD(__NR_mkdir, K_META, 0),
+	CWD(__NR_rmdir, K_META, 0),
+	CWD(__NR_link, K_META, 1),
+	CWD(__NR_symlink, K_META, 1),
+	CWD(__NR_chmod, K_META, 0),
+	CWD(__NR_chown, K_META, 0),
+	CWD(__NR_lchown, K_META, 0),
+	CWD(__NR_utimes, K_META, 0),
+	CWD(__NR_mknod, K_META, 0),
 #endif
-	PATH(__NR_unlinkat, K_META),
-	PATH(__NR_renameat, K_META),
-	PATH(__NR_renameat2, K_META),
-	PATH(__NR_mkdirat, K_META),
-	PATH(__NR_linkat, K_META),
-	PATH(__NR_symlinkat, K_META),
-	PATH(__NR_mknodat, K_META),
+	AT(__NR_unlinkat, K_META, 0, 1),
+	AT(__NR_renameat, K_META, 0, 1),
+	AT(__NR_renameat2, K_META, 0, 1),
+	AT(__NR_mkdirat, K_META, 0, 1),
+	AT(__NR_linkat, K_META, 2, 3),
+	AT(__NR_symlinkat, K_META, 1, 2),
+	AT(__NR_mknodat, K_META, 0, 1),
 	FD1(__NR_fchmod, K_META),
-	PATH(__NR_fchmodat, K_META),
+	AT(__NR_fchmodat, K_META, 0, 1),
 	FD1(__NR_fchown, K_META),
-	PATH(__NR_fchownat, K_META),
-	PATH(__NR_utimensat, K_META),
-	PATH(__NR_setxattr, K_META),
-	PATH(__NR_lsetxattr, K_META),
+	AT(__NR_fchownat, K_META, 0, 1),
+	AT(__NR_utimensat, K_META, 0, 1),
+	CWD(__NR_setxattr, K_META, 0),
+	CWD(__NR_lsetxattr, K_META, 0),
 	FD1(__NR_fsetxattr, K_META),
-	PATH(__NR_removexattr, K_META),
-	PATH(__NR_lremovexattr, K_META),
+	CWD(__NR_removexattr, K_META, 0),
+	CWD(__NR_lremovexattr, K_META, 0),
 	FD1(__NR_fremovexattr, K_META),
 	FD1(__NR_fsync, K_SYNC),
 	FD1(__NR_fdatasync, K_SYNC),
@@ -212,7 +220,12 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
 /* What was seen, for -v and -o. */
 static unsigned long long n_calls[K_NKINDS], n_held[K_NKINDS];
-static unsigned long long n_nowait, n_gone;
+static unsigned long long n_nowait, n_gone, n_blind;
+
+/* -p: only paths under these directories are storage. */
+#define MAX_PREFIX	8
+static char *prefixes[MAX_PREFIX];
+static size_t nprefix;
 static size_t held_max;
 
 static volatile sig_atomic_t child_pid;
@@ -224,8 +237,8 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: slowfs [-v] [-d MS] [-D KIND=MS,...] [-j MS] "
-	    "[-o FILE] [-s SEED] --\n"
-	    "           command [arg ...]\n"
+	    "[-o FILE] [-p DIR] [-s SEED]\n"
+	    "           -- command [arg ...]\n"
 	    "kinds: read write open close stat dir meta sync "
 	    "(-d sets all but close)\n");
 	exit(2);
@@ -297,6 +310,7 @@ rng_next(void)
 	return rng_state * 0x2545f4914f6cdd1dULL;
 }
 
+/* Whether calls of kind k are held at all, and so go to the listener. */
 static int
 kind_held(int k)
 {
@@ -421,27 +435,152 @@ recv_fd(int s)
 }
 
 /*
+ * A look into the command's /proc entries or memory was refused: the
+ * command made itself undumpable (as OpenSSH's sftp-server does), and only
+ * root (CAP_SYS_PTRACE) may look.  Said once; counted.
+ */
+static void
+blind(void)
+{
+	if (n_blind++ == 0)
+		fprintf(stderr, "slowfs: the command's descriptors and memory "
+		    "cannot be read (%s): run slowfs as root; calls it cannot "
+		    "tell are not held\n", strerror(errno));
+}
+
+/* The link /proc/TID/NAME, NUL-terminated in buf; -1 if unreadable. */
+static int
+proc_link(uint32_t tid, const char *name, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+
+	(void)snprintf(path, sizeof(path), "/proc/%u/%s", tid, name);
+	if ((n = readlink(path, buf, size - 1)) < 0) {
+		if (errno == EACCES || errno == EPERM)
+			blind();
+		return -1;
+	}
+	buf[n] = '\0';
+	return 0;
+}
+
+/*
+ * Whether the absolute path p is under one of the -p directories (any is
+ * when there are none).  The test is on the text of the path: a ".." that
+ * leaves the directory is not seen.
+ */
+static int
+under_prefix(const char *p)
+{
+	size_t i, n;
+
+	if (nprefix == 0)
+		return 1;
+	for (i = 0; i < nprefix; i++) {
+		n = strlen(prefixes[i]);
+		if (strncmp(p, prefixes[i], n) == 0 &&
+		    (p[n] == '/' || p[n] == '\0' || n == 1))
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * Whether descriptor fd of thread tid is storage: a regular file or a
- * directory.  Pipes, sockets, terminals, /dev/null and anonymous inodes
- * (epoll, eventfd) are not.  The link's text tells anonymous inodes apart
- * ("anon_inode:[eventpoll]", "pipe:[...]"): only a path starts with '/'.
+ * directory (under the -p directories, if any).  Pipes, sockets,
+ * terminals, /dev/null and anonymous inodes (epoll, eventfd) are not.  The
+ * link's text tells anonymous inodes apart ("anon_inode:[eventpoll]",
+ * "pipe:[...]"): only a path starts with '/'.  AT_FDCWD stands for the
+ * working directory.
  */
 static int
 fd_is_storage(uint32_t tid, int64_t fd)
 {
-	char path[64], link[8];
+	char name[32], link[PATH_MAX], path[64];
 	struct stat st;
 
 	if (fd == AT_FDCWD)
-		return 1;
+		return nprefix == 0 ||
+		    (proc_link(tid, "cwd", link, sizeof(link)) == 0 &&
+		    under_prefix(link));
 	if (fd < 0 || fd > INT_MAX)
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%u/fd/%lld", tid, (long long)fd);
-	if (readlink(path, link, sizeof(link)) < 1 || link[0] != '/')
+	(void)snprintf(name, sizeof(name), "fd/%lld", (long long)fd);
+	if (proc_link(tid, name, link, sizeof(link)) != 0 || link[0] != '/' ||
+	    !under_prefix(link))
 		return 0;
+	(void)snprintf(path, sizeof(path), "/proc/%u/fd/%lld", tid,
+	    (long long)fd);
 	if (stat(path, &st) != 0)
 		return 0;
 	return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode);
+}
+
+/*
+ * The NUL-terminated string at addr in thread tid's memory, into buf
+ * (cut to size - 1 bytes); -1 if it cannot be read.  Read a page at a
+ * time, so that a string near the end of a mapping reads.
+ */
+static int
+read_string(uint32_t tid, uint64_t addr, char *buf, size_t size)
+{
+	struct iovec l, r;
+	size_t got = 0, chunk;
+	ssize_t n;
+
+	while (got < size - 1) {
+		chunk = 4096 - (size_t)((addr + got) & 4095);
+		if (chunk > size - 1 - got)
+			chunk = size - 1 - got;
+		l.iov_base = buf + got;
+		l.iov_len = chunk;
+		r.iov_base = (void *)(uintptr_t)(addr + got);
+		r.iov_len = chunk;
+		if ((n = process_vm_readv((pid_t)tid, &l, 1, &r, 1, 0)) <= 0) {
+			if (n < 0 && (errno == EACCES || errno == EPERM))
+				blind();
+			return -1;
+		}
+		if (memchr(buf + got, '\0', (size_t)n) != NULL)
+			return 0;
+		got += (size_t)n;
+	}
+	buf[size - 1] = '\0';
+	return 0;
+}
+
+/*
+ * Whether the path of call c names storage: any path when there is no -p;
+ * else one under a -p directory, a relative path being taken from the
+ * directory descriptor or the working directory.  A NULL path stands for
+ * the directory descriptor itself (utimensat).
+ */
+static int
+path_is_storage(uint32_t tid, const struct seccomp_data *d,
+    const struct call *c)
+{
+	char path[PATH_MAX], base[PATH_MAX], full[2 * PATH_MAX + 2];
+	char name[32];
+	int64_t dfd;
+
+	dfd = c->dirarg < 0 ? AT_FDCWD : (int)d->args[c->dirarg];
+	if (d->args[c->patharg] == 0)
+		return c->dirarg >= 0 && fd_is_storage(tid, dfd);
+	if (nprefix == 0)
+		return 1;
+	if (read_string(tid, d->args[c->patharg], path, sizeof(path)) != 0)
+		return 0;
+	if (path[0] == '/')
+		return under_prefix(path);
+	if (dfd == AT_FDCWD)
+		(void)snprintf(name, sizeof(name), "cwd");
+	else
+		(void)snprintf(name, sizeof(name), "fd/%lld", (long long)dfd);
+	if (proc_link(tid, name, base, sizeof(base)) != 0 || base[0] != '/')
+		return 0;
+	(void)snprintf(full, sizeof(full), "%s/%s", base, path);
+	return under_prefix(full);
 }
 
 static const struct call *
@@ -548,11 +687,14 @@ receive(int lfd)
 	n_calls[c->kind]++;
 	switch (c->how) {
 	case H_PATH:
-		held = 1;
+		held = path_is_storage(req.pid, &req.data, c);
 		break;
 	case H_ATFD:
-		held = (req.data.args[c->flagarg] & AT_EMPTY_PATH) == 0 ||
-		    fd_is_storage(req.pid, (int)req.data.args[c->fd1]);
+		if (req.data.args[c->flagarg] & AT_EMPTY_PATH)
+			held = fd_is_storage(req.pid,
+			    (int)req.data.args[c->dirarg]);
+		else
+			held = path_is_storage(req.pid, &req.data, c);
 		break;
 	default:
 		held = fd_is_storage(req.pid, (int)req.data.args[c->fd1]) ||
@@ -562,11 +704,11 @@ receive(int lfd)
 	}
 	/*
 	 * The thread may have gone and its id been reused while we read its
-	 * /proc entry: if the notification is no longer valid, what we read
-	 * may be another's, and there is no one to answer.
+	 * /proc entries or its memory: if the notification is no longer
+	 * valid, what we read may be another's, and there is no one to
+	 * answer.
 	 */
-	if (c->how != H_PATH &&
-	    ioctl(lfd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req.id) != 0) {
+	if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req.id) != 0) {
 		n_gone++;
 		return;
 	}
@@ -598,8 +740,8 @@ report(FILE *f)
 	for (k = 0; k < K_NKINDS; k++)
 		fprintf(f, " %s=%llu/%llu", kind_names[k], n_held[k],
 		    n_calls[k]);
-	fprintf(f, " nowait_eagain=%llu gone=%llu held_max=%zu\n", n_nowait,
-	    n_gone, held_max);
+	fprintf(f, " nowait_eagain=%llu gone=%llu blind=%llu held_max=%zu\n",
+	    n_nowait, n_gone, n_blind, held_max);
 }
 
 static void
@@ -622,7 +764,7 @@ main(int argc, char *argv[])
 	char *end;
 	FILE *f;
 
-	while ((ch = getopt(argc, argv, "+D:d:hj:o:s:v")) != -1) {
+	while ((ch = getopt(argc, argv, "+D:d:hj:o:p:s:v")) != -1) {
 		switch (ch) {
 		case 'D':
 			parse_kinds(optarg);
@@ -636,6 +778,13 @@ main(int argc, char *argv[])
 			break;
 		case 'o':
 			out = optarg;
+			break;
+		case 'p':
+			if (nprefix == MAX_PREFIX)
+				usage();
+			if ((prefixes[nprefix++] = realpath(optarg, NULL)) ==
+			    NULL)
+				die(optarg);
 			break;
 		case 's':
 			errno = 0;
