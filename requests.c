@@ -30,10 +30,12 @@
 #include "fileio.h"
 #include "fs.h"
 #include "handles.h"
+#include "jobs.h"
 #include "log.h"
 #include "packet.h"
 #include "path.h"
 #include "requests.h"
+#include "sys-gnu.h"
 #include "xferlog.h"
 
 #define SFTP_VERSION	3
@@ -60,6 +62,8 @@
 #define PARSE_ERROR	0xfffffffeU
 /* The session must end now (fileio's stop check): no reply at all. */
 #define ABANDONED	0xfffffffdU
+/* A job will answer, in request order (requests_reap()). */
+#define DEFERRED	0xfffffffcU
 
 /*
  * check-file hashes at most this much in one request: about five minutes of
@@ -70,6 +74,64 @@
 
 /* A request may change the file system: refused under -R. */
 #define REQ_WRITES	0x1
+
+/*
+ * Storage that waits (NFS, FUSE, cold disks): requests in flight.
+ *
+ * THE ORDERING RULE.  What the client sees (every reply) and what the
+ * files hold in the end are those of running the requests one at a time,
+ * in the order they came.  Replies leave in that order whatever finishes
+ * first.  A request may start while earlier ones are still in flight only
+ * when it is independent of each of them; else the loop holds it (and
+ * everything after it) until they have finished.  Independent:
+ *   - READ, FSTAT, STAT and LSTAT change nothing: any of them is
+ *     independent of any other of them.
+ *   - A WRITE of [w, w+n) and a READ of [r, r+L) are independent only when
+ *     w+n <= r: the write neither changes the bytes read nor, by making the
+ *     file longer, turns an end of file the read meets into a hole of
+ *     zeros.  The rule is the same whichever came first.
+ *   - Two WRITEs are independent only when their ranges do not overlap and
+ *     neither handle is O_APPEND (where the kernel picks the offset).
+ *   - A WRITE and an FSTAT are never independent (the size, the times),
+ *     nor a WRITE and a STAT or LSTAT: a path may name any file.
+ *   - Every other request (OPEN, CLOSE, READDIR, SETSTAT, RENAME, REMOVE,
+ *     the extensions, ...) waits until nothing is in flight, and nothing
+ *     starts until it is answered: it runs alone, as before.
+ * Two handles may name one file (opened twice, hard links, another
+ * spelling of the path): no handle is taken to name another file than any
+ * other, so the ranges above are compared whichever handles they came
+ * through.  That is conservative: it keeps the rule sound without an
+ * fstat(2) per OPEN.  A request whose work is done (its system call
+ * returned) no longer counts as in flight, though its reply may still wait
+ * for earlier ones.  A status is queued only once the kernel has answered
+ * the request's call.  Not covered: access times (a READ may update them
+ * after a later STAT looked), and which of two independent WRITEs meets a
+ * full disk first (ENOSPC, EDQUOT).
+ *
+ * Work that does not wait is not handed off.  A READ first asks the page
+ * cache (preadv2() with RWF_NOWAIT) and goes to a worker only when the
+ * data is not there.  Other calls, and READs on a file system that cannot
+ * answer RWF_NOWAIT, are timed when run here: while the recent time of
+ * storage calls (a moving average) is above SLOW_NS, WRITE and the stats
+ * go to workers; below it they run here, at today's cost.  While requests
+ * are in flight, later requests are jobs too (run here when they will not
+ * wait), so that their replies can follow in order.  The loop's thread
+ * alone parses, checks handles, logs, counts bytes and builds replies;
+ * workers only make the system calls (run_job()).
+ */
+/* Storage calls slower than this, on average, go to workers (ns). */
+#define SLOW_NS		150000
+/* A WRITE's copy into the page cache may take this long per byte (ns). */
+#define COPY_NS_PER_BYTE	1
+
+/* What a job does (struct job's op). */
+enum job_op {
+	OP_READ = 1,
+	OP_WRITE,
+	OP_FSTAT,
+	OP_STAT,
+	OP_LSTAT,
+};
 
 struct request {
 	const char *name;	/* as -P, -p and -Q name it */
@@ -90,6 +152,8 @@ static const struct session *ss;
 static struct oqueue *oq;
 static struct handle_table handles;
 static int init_done;
+/* The moving average of storage calls' times, in ns (SLOW_NS). */
+static int64_t latency_ns;
 
 /* Scratch for paths: requests are handled one at a time. */
 static char path1[PATH_MAX];
@@ -373,6 +437,140 @@ track(struct handle *h, uint64_t off, uint64_t n)
 		h->first_off = off;
 	if (off + n > h->last_off)
 		h->last_off = off + n;
+}
+
+/* Concurrency: the clock, the average, and the jobs' work. */
+
+static int64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Whether requests may be in flight at once (-T above 1). */
+static int
+concurrent(void)
+{
+	return ss->storage_ops > 1;
+}
+
+/* A storage call took ns, bytes of which it copied: into the average. */
+static void
+note_latency(int64_t ns, size_t bytes)
+{
+	ns -= (int64_t)(bytes * COPY_NS_PER_BYTE);
+	if (ns < 0)
+		ns = 0;
+	latency_ns += (ns - latency_ns) / 8;
+}
+
+/* Whether storage calls wait, of late: they go to workers. */
+static int
+slow(void)
+{
+	return concurrent() && latency_ns > SLOW_NS;
+}
+
+/* Whether requests are in flight: a later one's reply must follow theirs. */
+static int
+deferring(void)
+{
+	return jobs_count() > 0;
+}
+
+/* What a worker runs: the system calls of one job, and nothing else. */
+static void
+run_job(struct job *j)
+{
+	int64_t t0 = now_ns();
+
+	switch (j->op) {
+	case OP_READ:
+		j->n = fileio_read_full(j->fd, j->buf, j->len, j->off);
+		break;
+	case OP_WRITE:
+		j->n = fileio_write_full(j->fd, j->data, j->len, j->off,
+		    &j->written);
+		break;
+	case OP_FSTAT:
+		j->n = fstat(j->fd, &j->st);
+		break;
+	case OP_STAT:
+	case OP_LSTAT:
+		j->n = fs_stat((const char *)j->buf, &j->st, j->op == OP_STAT);
+		break;
+	default:
+		abort();
+	}
+	j->err = j->n == -1 ? errno : 0;
+	j->ns = now_ns() - t0;
+}
+
+/*
+ * Starts a job that is filled in: in a worker while storage is slow (or
+ * always, wait), here otherwise.
+ */
+static uint32_t
+start_job(struct job *j, int wait)
+{
+	if (wait || slow())
+		jobs_start(j);
+	else
+		jobs_run_here(j);
+	return DEFERRED;
+}
+
+/* A new job; the caller made sure there is room (may_start()). */
+static struct job *
+new_job(int op, uint32_t id, struct handle *h, size_t size)
+{
+	struct job *j;
+
+	if ((j = jobs_new(size)) == NULL)
+		abort();
+	j->op = op;
+	j->id = id;
+	j->owner = h;
+	j->fd = h != NULL ? h->fd : -1;
+	return j;
+}
+
+/*
+ * Reads what the page cache holds of [off, off+len) without waiting:
+ * returns the bytes (len, or fewer at end of file), or -1 with errno
+ * (EAGAIN: some of it would wait).
+ */
+static ssize_t
+read_cached(int fd, uint8_t *buf, size_t len, off_t off)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = sys_pread_nowait(fd, buf + got, len - got,
+		    off + (off_t)got);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* The file system of h cannot answer RWF_NOWAIT: reads are timed instead. */
+static int
+nowait_unsupported(struct handle *h, int e)
+{
+	if (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL)
+		h->no_nowait = 1;
+	return h->no_nowait;
 }
 
 /* A change to the file system, with the status it got, in the log. */
@@ -690,6 +888,78 @@ bad_offset(struct handle *h, uint64_t off)
 	return 0;
 }
 
+/*
+ * What READ answers for n bytes read at off (-1: errno e), whose DATA
+ * reply rep holds them already.
+ */
+static uint32_t
+read_result(struct handle *h, uint32_t id, uint64_t off, uint32_t len,
+    ssize_t n, int e, struct reply *rep)
+{
+	if (n == -1) {
+		pkt_cancel(oq, rep);
+		error(OPENSSH_FN("process_read") "read \"%.100s\": %s", h->path,
+		    strerror(e));
+		if (h->io_errno == 0)
+			h->io_errno = e;
+		return errno_to_status(e);
+	}
+	if (n == 0 && len > 0) {
+		pkt_cancel(oq, rep);
+		return SSH_FX_EOF;
+	}
+	pkt_data_end(oq, rep, (size_t)n);
+	debug("request %u: sent data len %d", id, (int)n);
+	h->bytes_read += (uint64_t)n;
+	track(h, off, (uint64_t)n);
+	return REPLIED;
+}
+
+/* READ as a job: from the page cache here, or in a worker. */
+static uint32_t
+read_job(struct handle *h, uint32_t id, uint64_t off, uint32_t len)
+{
+	struct job *j;
+	ssize_t n;
+
+	j = new_job(OP_READ, id, h, len);
+	j->off = (off_t)off;
+	j->len = len;
+	if (len == 0 || h->no_nowait)
+		return start_job(j, 0);
+	if ((n = read_cached(h->fd, j->buf, len, (off_t)off)) >= 0) {
+		j->n = n;
+		j->ns = -1;	/* no storage call: not in the average */
+		jobs_mark_done(j);
+		return DEFERRED;
+	}
+	return start_job(j, !nowait_unsupported(h, errno));
+}
+
+/*
+ * Reads into the reply, here: from the page cache when the file system
+ * can say what would wait (-2: some would), else timed.
+ */
+static ssize_t
+read_here(struct handle *h, uint8_t *buf, size_t len, off_t off)
+{
+	int64_t t0;
+	ssize_t n;
+
+	if (!concurrent())
+		return fileio_read_full(h->fd, buf, len, off);
+	if (!h->no_nowait) {
+		if ((n = read_cached(h->fd, buf, len, off)) >= 0)
+			return n;
+		if (!nowait_unsupported(h, errno))
+			return -2;
+	}
+	t0 = now_ns();
+	n = fileio_read_full(h->fd, buf, len, off);
+	note_latency(now_ns() - t0, n > 0 ? (size_t)n : 0);
+	return n;
+}
+
 /* uint32 id, string handle, uint64 offset, uint32 len */
 static uint32_t
 process_read(uint32_t id, struct cursor *c)
@@ -716,30 +986,38 @@ process_read(uint32_t id, struct cursor *c)
 	}
 	if (bad_offset(h, off))
 		return errno_to_status(errno);
+	if (deferring() || (slow() && h->no_nowait))
+		return read_job(h, id, off, len);
 	if ((buf = pkt_data_begin(oq, &rep, id, len)) == NULL) {
 		queued(PKT_ENOSPACE);
 		return REPLIED;
 	}
-	n = len == 0 ? 0 : fileio_read_full(h->fd, buf, len, (off_t)off);
-	if (n == -1) {
-		int e = errno;
+	n = len == 0 ? 0 : read_here(h, buf, len, (off_t)off);
+	if (n == -2) {
+		/* Not in the page cache: a worker reads it. */
+		pkt_cancel(oq, &rep);
+		return read_job(h, id, off, len);
+	}
+	return read_result(h, id, off, len, n, errno, &rep);
+}
 
-		pkt_cancel(oq, &rep);
-		error(OPENSSH_FN("process_read") "read \"%.100s\": %s", h->path,
-		    strerror(e));
-		if (h->io_errno == 0)
-			h->io_errno = e;
-		return errno_to_status(e);
+/* A READ's job is done: its DATA, from the job's buffer. */
+static uint32_t
+read_answer(struct job *j)
+{
+	struct handle *h = j->owner;
+	struct reply rep;
+	uint8_t *buf;
+	size_t n = j->n > 0 ? (size_t)j->n : 0;
+
+	if ((buf = pkt_data_begin(oq, &rep, j->id, n)) == NULL) {
+		queued(PKT_ENOSPACE);
+		return REPLIED;
 	}
-	if (n == 0 && len > 0) {
-		pkt_cancel(oq, &rep);
-		return SSH_FX_EOF;
-	}
-	pkt_data_end(oq, &rep, (size_t)n);
-	debug("request %u: sent data len %d", id, (int)n);
-	h->bytes_read += (uint64_t)n;
-	track(h, off, (uint64_t)n);
-	return REPLIED;
+	if (n > 0)
+		memcpy(buf, j->buf, n);
+	return read_result(h, j->id, (uint64_t)j->off, (uint32_t)j->len, j->n,
+	    j->err, &rep);
 }
 
 /*
@@ -755,14 +1033,32 @@ write_full(struct handle *h, const uint8_t *buf, size_t len, off_t off)
 	    (h->flags & O_APPEND) ? FILEIO_APPEND : off, &h->bytes_written);
 }
 
+/* What WRITE answers after r (-1: errno e), in the log too. */
+static uint32_t
+write_result(struct handle *h, uint64_t off, uint32_t len, int r, int e)
+{
+	if (r == -1) {
+		error(OPENSSH_FN("process_write") "write \"%.100s\": %s", h->path,
+		    strerror(e));
+		if (h->io_errno == 0)
+			h->io_errno = e;
+		return errno_to_status(e);
+	}
+	if (!(h->flags & O_APPEND))
+		track(h, off, len);
+	return SSH_FX_OK;
+}
+
 /* uint32 id, string handle, uint64 offset, string data */
 static uint32_t
 process_write(uint32_t id, struct cursor *c)
 {
 	const uint8_t *data;
 	struct handle *h;
-	uint32_t len, status = SSH_FX_OK;
+	struct job *j;
+	uint32_t len;
 	uint64_t off;
+	int64_t t0;
 	int r;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -771,40 +1067,75 @@ process_write(uint32_t id, struct cursor *c)
 		return PARSE_ERROR;
 	debug("request %u: write \"%s\" (handle %d) off %llu len %u", id,
 	    handle_name(h), handle_index(h), (unsigned long long)off, len);
-	if (h == NULL) {
-		status = SSH_FX_FAILURE;
-	} else if (off > (uint64_t)INT64_MAX - len) {
-		status = SSH_FX_BAD_MESSAGE;
-	} else if (!(h->flags & O_APPEND) && bad_offset(h, off)) {
-		status = errno_to_status(errno);
-	} else if (write_full(h, data, len, (off_t)off) == -1) {
-		status = errno_to_status(errno);
-		error(OPENSSH_FN("process_write") "write \"%.100s\": %s", h->path,
-		    strerror(errno));
-		if (h->io_errno == 0)
-			h->io_errno = errno;
-	} else if (!(h->flags & O_APPEND)) {
-		track(h, off, len);
+	if (h == NULL)
+		return SSH_FX_FAILURE;
+	if (off > (uint64_t)INT64_MAX - len)
+		return SSH_FX_BAD_MESSAGE;
+	if (!(h->flags & O_APPEND) && bad_offset(h, off))
+		return errno_to_status(errno);
+	if (deferring() || slow()) {
+		/* The data stays where it lies until the job is answered. */
+		j = new_job(OP_WRITE, id, h, 0);
+		j->data = data;
+		j->len = len;
+		j->off = (h->flags & O_APPEND) ? FILEIO_APPEND : (off_t)off;
+		ibuf_pin(ss->in);
+		return start_job(j, 0);
 	}
-	return status;
+	t0 = concurrent() ? now_ns() : 0;
+	r = write_full(h, data, len, (off_t)off);
+	if (concurrent())
+		note_latency(now_ns() - t0, len);
+	return write_result(h, off, len, r, errno);
+}
+
+/* A WRITE's job is done: its data is let go, its bytes counted. */
+static uint32_t
+write_answer(struct job *j)
+{
+	struct handle *h = j->owner;
+
+	ibuf_unpin(ss->in);
+	h->bytes_written += j->written;
+	return write_result(h, j->off == FILEIO_APPEND ? 0 : (uint64_t)j->off,
+	    (uint32_t)j->len, (int)j->n, j->err);
+}
+
+/* What STAT, LSTAT and FSTAT answer after r (-1: errno e). */
+static uint32_t
+stat_result(uint32_t id, int r, int e, const struct stat *st)
+{
+	struct sftp_attrs a;
+
+	if (r == -1)
+		return errno_to_status(e);
+	attrs_from_stat(st, &a);
+	return reply_attrs(id, &a);
 }
 
 static uint32_t
 do_stat(uint32_t id, struct cursor *c, int follow)
 {
-	struct sftp_attrs a;
 	struct stat st;
+	struct job *j;
+	int64_t t0;
 	int r;
 
 	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
 		return PARSE_ERROR;
 	debug3("request %u: %sstat", id, follow ? "" : "l");
 	verbose("%sstat name \"%s\"", follow ? "" : "l", path1);
+	if (deferring() || slow()) {
+		j = new_job(follow ? OP_STAT : OP_LSTAT, id, NULL,
+		    strlen(path1) + 1);
+		memcpy(j->buf, path1, strlen(path1) + 1);
+		return start_job(j, 0);
+	}
+	t0 = concurrent() ? now_ns() : 0;
 	r = fs_stat(path1, &st, follow);
-	if (r == -1)
-		return errno_to_status(errno);
-	attrs_from_stat(&st, &a);
-	return reply_attrs(id, &a);
+	if (concurrent())
+		note_latency(now_ns() - t0, 0);
+	return stat_result(id, r, errno, &st);
 }
 
 /* uint32 id, string path */
@@ -825,9 +1156,9 @@ process_stat(uint32_t id, struct cursor *c)
 static uint32_t
 process_fstat(uint32_t id, struct cursor *c)
 {
-	struct sftp_attrs a;
 	struct handle *h;
 	struct stat st;
+	int64_t t0;
 	int r;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -837,10 +1168,13 @@ process_fstat(uint32_t id, struct cursor *c)
 	    handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
-	if (fstat(h->fd, &st) == -1)
-		return errno_to_status(errno);
-	attrs_from_stat(&st, &a);
-	return reply_attrs(id, &a);
+	if (deferring() || slow())
+		return start_job(new_job(OP_FSTAT, id, h, 0), 0);
+	t0 = concurrent() ? now_ns() : 0;
+	r = fstat(h->fd, &st);
+	if (concurrent())
+		note_latency(now_ns() - t0, 0);
+	return stat_result(id, r, errno, &st);
 }
 
 static void
@@ -1821,6 +2155,112 @@ one_reply(const char *name, uint32_t id, uint64_t before)
 }
 
 /*
+ * Whether the work of an earlier request in flight, j, and of a new one
+ * (op on [off, off+len), through handle h) may run at once: the ordering
+ * rule at the top of this file.
+ */
+static int
+independent(const struct job *j, int op, struct handle *h, uint64_t off,
+    uint64_t len)
+{
+	struct handle *jh = j->owner;
+	uint64_t wend, roff;
+	int other;
+
+	if (jobs_done(j))
+		return 1;	/* its system call returned */
+	if (j->op != OP_WRITE && op != OP_WRITE)
+		return 1;	/* neither changes anything */
+	if ((j->op == OP_WRITE && (jh->flags & O_APPEND)) ||
+	    (op == OP_WRITE && (h->flags & O_APPEND)))
+		return 0;	/* the kernel picks the offset */
+	if (j->op == OP_WRITE && op == OP_WRITE)
+		return (uint64_t)j->off + j->len <= off ||
+		    off + len <= (uint64_t)j->off;
+	if (j->op == OP_WRITE) {
+		wend = (uint64_t)j->off + j->len;
+		other = op;
+		roff = off;
+	} else {
+		wend = off + len;
+		other = j->op;
+		roff = (uint64_t)j->off;
+	}
+	if (other != OP_READ)
+		return 0;	/* FSTAT, STAT, LSTAT: sizes, any file */
+	return wend <= roff;
+}
+
+/* Whether op may start beside every request in flight. */
+static int
+independent_of_all(int op, struct handle *h, uint64_t off, uint64_t len)
+{
+	for (unsigned i = 0; i < jobs_count(); i++)
+		if (!independent(jobs_at(i), op, h, off, len))
+			return 0;
+	return 1;
+}
+
+/*
+ * Whether the request c holds may start now, while requests are in flight:
+ * one of those that can be a job (READ, WRITE, FSTAT, STAT, LSTAT), well
+ * formed, permitted, on a valid handle and offset, with room for its job,
+ * and independent of everything in flight.  Anything else (a barrier, or a
+ * request that would be answered at once with an error) waits until
+ * nothing is in flight.  Reads c's fields from a copy; logs nothing.
+ */
+static int
+may_start(struct cursor c)
+{
+	const struct request *rq;
+	const uint8_t *data;
+	struct handle *h = NULL;
+	uint32_t id, slot, gen, len = 0;
+	uint64_t off = 0;
+	uint8_t type;
+	int op;
+
+	if (pkt_get_u8(&c, &type) != 0 || pkt_get_u32(&c, &id) != 0 ||
+	    (rq = by_type[type]) == NULL ||
+	    refusal(rq->name, rq->flags) != PERMITTED)
+		return 0;
+	switch (type) {
+	case SSH_FXP_READ:
+	case SSH_FXP_WRITE:
+	case SSH_FXP_FSTAT:
+		if (pkt_get_handle(&c, &slot, &gen) != 0 ||
+		    (h = handle_lookup(&handles, slot, gen, HANDLE_FILE)) ==
+		    NULL)
+			return 0;
+		break;
+	case SSH_FXP_STAT:
+	case SSH_FXP_LSTAT:
+		if (pkt_get_string(&c, &data, &len) != 0 || len >= PATH_MAX ||
+		    memchr(data, '\0', len) != NULL)
+			return 0;
+		op = type == SSH_FXP_STAT ? OP_STAT : OP_LSTAT;
+		return jobs_room((size_t)len + 1) &&
+		    independent_of_all(op, NULL, 0, 0);
+	default:
+		return 0;
+	}
+	if (type == SSH_FXP_FSTAT)
+		return jobs_room(0) && independent_of_all(OP_FSTAT, h, 0, 0);
+	if (pkt_get_u64(&c, &off) != 0 || off >= (uint64_t)1 << 40)
+		return 0;	/* bad_offset() may seek: alone */
+	if (type == SSH_FXP_READ) {
+		if (pkt_get_u32(&c, &len) != 0)
+			return 0;
+		if (len > SFTP_MAX_READ)
+			len = SFTP_MAX_READ;
+		return jobs_room(len) && independent_of_all(OP_READ, h, off, len);
+	}
+	if (pkt_get_string(&c, &data, &len) != 0)
+		return 0;
+	return jobs_room(0) && independent_of_all(OP_WRITE, h, off, len);
+}
+
+/*
  * One request: every request gets exactly one reply.  Unlike OpenSSH, an
  * unknown packet type is answered with OP_UNSUPPORTED (OpenSSH says
  * nothing and the client waits forever), and a request whose fields do not
@@ -1832,8 +2272,11 @@ requests_process(struct cursor *c)
 	const struct request *rq;
 	uint32_t id, status;
 	uint64_t before = oq->nreplies;
+	int in_flight = deferring();
 	uint8_t type;
 
+	if (in_flight && !may_start(*c))
+		return REQUESTS_WAIT;
 	if (pkt_get_u8(c, &type) != 0)
 		abort();	/* ibuf_next() never yields an empty body */
 	if (type == SSH_FXP_INIT) {
@@ -1864,10 +2307,84 @@ requests_process(struct cursor *c)
 		    rq->name);
 		return REQUESTS_STOP;
 	}
+	if (status == DEFERRED) {
+		if (oq->nreplies != before)
+			abort();
+		return 0;
+	}
+	if (in_flight)
+		abort();	/* may_start() let through what answers now */
 	if (status != REPLIED)
 		(void)reply_status(id, status, NULL);
 	one_reply(rq != NULL ? rq->name : "unknown", id, before);
 	return 0;
+}
+
+/* The reply of a job that is done, as its handler would have queued it. */
+static void
+answer(struct job *j)
+{
+	uint64_t before = oq->nreplies;
+	uint32_t status;
+
+	if (j->ns >= 0 && j->op != 0)
+		note_latency(j->ns, j->op == OP_WRITE ? j->len : 0);
+	switch (j->op) {
+	case OP_READ:
+		status = read_answer(j);
+		break;
+	case OP_WRITE:
+		status = write_answer(j);
+		break;
+	case OP_FSTAT:
+	case OP_STAT:
+	case OP_LSTAT:
+		status = stat_result(j->id, (int)j->n, j->err, &j->st);
+		break;
+	default:
+		abort();
+	}
+	if (status != REPLIED)
+		(void)reply_status(j->id, status, NULL);
+	one_reply("deferred", j->id, before);
+}
+
+void
+requests_reap(void)
+{
+	struct job *j;
+
+	if (jobs_count() == 0)
+		return;
+	(void)jobs_collect();
+	while (oq_pending(oq) < OQ_HIWAT && (j = jobs_head()) != NULL) {
+		answer(j);
+		jobs_retire();
+	}
+}
+
+unsigned
+requests_in_flight(void)
+{
+	return jobs_count();
+}
+
+int
+requests_wait_fd(void)
+{
+	return jobs_running() > 0 ? jobs_fd() : -1;
+}
+
+void
+requests_wait(void)
+{
+	jobs_wait();
+}
+
+void
+requests_idle(void)
+{
+	jobs_idle();
 }
 
 int
@@ -1876,9 +2393,11 @@ requests_init(const struct session *s, struct oqueue *q)
 	ss = s;
 	oq = q;
 	init_done = 0;
+	latency_ns = 0;
 	for (size_t i = 0; i < NREQUESTS; i++)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];
+	(void)jobs_init(run_job, s->storage_ops);
 	return handle_table_init(&handles, handle_limit());
 }
 
@@ -1908,6 +2427,7 @@ requests_print_names(void)
 void
 requests_free(void)
 {
+	jobs_free();
 	handle_table_free(&handles);
 }
 #endif

@@ -50,4 +50,13 @@ int	sys_ppoll(struct pollfd *fds, nfds_t n, int timeout_ms,
  */
 int	sys_open_path(const char *path);
 
+/*
+ * pread(2) that does not wait for the storage: only what the page cache
+ * holds (preadv2(2) with RWF_NOWAIT).  Returns bytes read (short when the
+ * rest is not cached, 0 at end of file), or -1 with errno: EAGAIN when the
+ * read would wait; EOPNOTSUPP (or ENOSYS, EINVAL) when the file system or
+ * the kernel cannot tell, and a plain read is the answer.
+ */
+ssize_t	sys_pread_nowait(int fd, void *buf, size_t len, off_t off);
+
 #endif /* SYS_GNU_H */
