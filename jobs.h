@@ -42,6 +42,8 @@ struct job {
 	size_t len;
 	uint8_t *buf;		/* the arena bytes of jobs_new() */
 	const uint8_t *data;
+	void *shared;		/* an earlier job's buf this one works in */
+	unsigned parts;		/* jobs after this one that are its parts */
 	ssize_t n;
 	int err;
 	uint64_t written;

@@ -111,18 +111,32 @@
  * Work that does not wait is not handed off.  A READ first asks the page
  * cache (preadv2() with RWF_NOWAIT) and goes to a worker only when the
  * data is not there.  Other calls, and READs on a file system that cannot
- * answer RWF_NOWAIT, are timed when run here: while the recent time of
- * storage calls (a moving average) is above SLOW_NS, WRITE and the stats
- * go to workers; below it they run here, at today's cost.  While requests
- * are in flight, later requests are jobs too (run here when they will not
- * wait), so that their replies can follow in order.  The loop's thread
- * alone parses, checks handles, logs, counts bytes and builds replies;
- * workers only make the system calls (run_job()).
+ * answer RWF_NOWAIT, are timed when run here: once SLOW_STREAK calls in a
+ * row took longer than SLOW_NS, WRITE, the stats and READDIR's lstats go
+ * to workers, until FAST_STREAK calls in a row did not; otherwise they run
+ * here, at today's cost.  While requests are in flight, later requests are
+ * jobs too (run here when they will not wait), so that their replies can
+ * follow in order.  The loop's thread alone parses, checks handles, logs,
+ * counts bytes and builds replies; workers only make the system calls
+ * (run_job()).
  */
-/* Storage calls slower than this, on average, go to workers (ns). */
+/* A storage call slower than this waited (ns). */
 #define SLOW_NS		150000
-/* A WRITE's copy into the page cache may take this long per byte (ns). */
-#define COPY_NS_PER_BYTE	1
+/*
+ * A storage call waited when it took longer than SLOW_NS and slept in the
+ * kernel meanwhile: a call that a busy CPU preempted, or that copied much,
+ * took as long without waiting for storage.  Counting the sleeps costs a
+ * system call on each side, so a call in the loop is first timed alone,
+ * and the sleeps are counted only after a call took longer than SLOW_NS,
+ * until one does not.
+ */
+/*
+ * Calls in a row that waited before requests go to workers, and that did
+ * not before they come back: a call that a busy CPU or a page fault
+ * delayed once does not send a session on fast storage to workers.
+ */
+#define SLOW_STREAK	16
+#define FAST_STREAK	32
 
 /* What a job does (struct job's op). */
 enum job_op {
@@ -131,6 +145,22 @@ enum job_op {
 	OP_FSTAT,
 	OP_STAT,
 	OP_LSTAT,
+	OP_DIRSTAT,	/* READDIR's lstat of each name, a slice per job */
+};
+
+/*
+ * READDIR on storage that waits: the names come from one getdents in the
+ * loop, their lstats from workers, a slice each (at least DIRSTAT_SLICE
+ * names), into one struct dirbatch in the first job's arena bytes.
+ */
+#define DIRSTAT_SLICE	8
+struct dirbatch {
+	unsigned count;
+	struct {
+		char name[NAME_MAX + 1];
+		struct stat st;
+		int r;
+	} e[READDIR_BATCH];
 };
 
 struct request {
@@ -152,8 +182,11 @@ static const struct session *ss;
 static struct oqueue *oq;
 static struct handle_table handles;
 static int init_done;
-/* The moving average of storage calls' times, in ns (SLOW_NS). */
-static int64_t latency_ns;
+/* Whether storage waits, of late, and the calls in a row that said not. */
+static int waiting;
+static unsigned streak;
+/* A call took longer than SLOW_NS: the next ones count their sleeps. */
+static int suspect;
 
 /* Scratch for paths: requests are handled one at a time. */
 static char path1[PATH_MAX];
@@ -451,6 +484,37 @@ now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A storage call timed: its start, and its thread's sleeps then. */
+struct timing {
+	int64_t wall;
+	long sleeps;		/* -1: not counted */
+};
+
+/* Starts timing a call; every is set in a worker: sleeps always counted. */
+static void
+timing_start(struct timing *t, int every)
+{
+	t->wall = now_ns();
+	t->sleeps = every || suspect ? sys_thread_sleeps() : -1;
+}
+
+/*
+ * How long the call waited since timing_start(): its time, or 0 when it
+ * did not sleep; -1 when it took longer than SLOW_NS and its sleeps were
+ * not counted.
+ */
+static int64_t
+timing_waited(const struct timing *t)
+{
+	int64_t ns = now_ns() - t->wall;
+
+	if (ns <= SLOW_NS)
+		return ns;
+	if (t->sleeps < 0)
+		return sys_thread_sleeps() < 0 ? ns : -1;
+	return sys_thread_sleeps() > t->sleeps ? ns : 0;
+}
+
 /* Whether requests may be in flight at once (-T above 1). */
 static int
 concurrent(void)
@@ -458,21 +522,36 @@ concurrent(void)
 	return ss->storage_ops > 1;
 }
 
-/* A storage call took ns, bytes of which it copied: into the average. */
+/*
+ * A storage call waited ns: SLOW_STREAK calls in a row that waited make
+ * the session wait, FAST_STREAK that did not end it.
+ */
 static void
-note_latency(int64_t ns, size_t bytes)
+note_latency(int64_t ns)
 {
-	ns -= (int64_t)(bytes * COPY_NS_PER_BYTE);
-	if (ns < 0)
-		ns = 0;
-	latency_ns += (ns - latency_ns) / 8;
+	int waited = ns > SLOW_NS;
+
+	suspect = ns == -1 || waited;
+	if (ns == -1)
+		return;		/* the next calls tell */
+
+	if (waited != waiting) {
+		if (++streak >= (waiting ? FAST_STREAK : SLOW_STREAK)) {
+			waiting = waited;
+			streak = 0;
+			debug("storage %s", waiting ? "waits: requests go to "
+			    "workers" : "answers at once: requests run here");
+		}
+	} else {
+		streak = 0;
+	}
 }
 
 /* Whether storage calls wait, of late: they go to workers. */
 static int
 slow(void)
 {
-	return concurrent() && latency_ns > SLOW_NS;
+	return concurrent() && waiting;
 }
 
 /* Whether requests are in flight: a later one's reply must follow theirs. */
@@ -486,8 +565,10 @@ deferring(void)
 static void
 run_job(struct job *j)
 {
-	int64_t t0 = now_ns();
+	struct dirbatch *db;
+	struct timing t;
 
+	timing_start(&t, 1);
 	switch (j->op) {
 	case OP_READ:
 		j->n = fileio_read_full(j->fd, j->buf, j->len, j->off);
@@ -503,11 +584,18 @@ run_job(struct job *j)
 	case OP_LSTAT:
 		j->n = fs_stat((const char *)j->buf, &j->st, j->op == OP_STAT);
 		break;
+	case OP_DIRSTAT:
+		db = j->shared;
+		for (size_t i = (size_t)j->off; i < (size_t)j->off + j->len; i++)
+			db->e[i].r = fs_stat_entry(j->fd, db->e[i].name,
+			    &db->e[i].st);
+		j->n = 0;
+		break;
 	default:
 		abort();
 	}
 	j->err = j->n == -1 ? errno : 0;
-	j->ns = now_ns() - t0;
+	j->ns = timing_waited(&t);
 }
 
 /*
@@ -943,7 +1031,7 @@ read_job(struct handle *h, uint32_t id, uint64_t off, uint32_t len)
 static ssize_t
 read_here(struct handle *h, uint8_t *buf, size_t len, off_t off)
 {
-	int64_t t0;
+	struct timing t;
 	ssize_t n;
 
 	if (!concurrent())
@@ -954,9 +1042,9 @@ read_here(struct handle *h, uint8_t *buf, size_t len, off_t off)
 		if (!nowait_unsupported(h, errno))
 			return -2;
 	}
-	t0 = now_ns();
+	timing_start(&t, 0);
 	n = fileio_read_full(h->fd, buf, len, off);
-	note_latency(now_ns() - t0, n > 0 ? (size_t)n : 0);
+	note_latency(timing_waited(&t));
 	return n;
 }
 
@@ -1058,7 +1146,7 @@ process_write(uint32_t id, struct cursor *c)
 	struct job *j;
 	uint32_t len;
 	uint64_t off;
-	int64_t t0;
+	struct timing t;
 	int r;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -1082,10 +1170,11 @@ process_write(uint32_t id, struct cursor *c)
 		ibuf_pin(ss->in);
 		return start_job(j, 0);
 	}
-	t0 = concurrent() ? now_ns() : 0;
+	if (concurrent())
+		timing_start(&t, 0);
 	r = write_full(h, data, len, (off_t)off);
 	if (concurrent())
-		note_latency(now_ns() - t0, len);
+		note_latency(timing_waited(&t));
 	return write_result(h, off, len, r, errno);
 }
 
@@ -1118,7 +1207,7 @@ do_stat(uint32_t id, struct cursor *c, int follow)
 {
 	struct stat st;
 	struct job *j;
-	int64_t t0;
+	struct timing t;
 	int r;
 
 	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
@@ -1131,10 +1220,11 @@ do_stat(uint32_t id, struct cursor *c, int follow)
 		memcpy(j->buf, path1, strlen(path1) + 1);
 		return start_job(j, 0);
 	}
-	t0 = concurrent() ? now_ns() : 0;
+	if (concurrent())
+		timing_start(&t, 0);
 	r = fs_stat(path1, &st, follow);
 	if (concurrent())
-		note_latency(now_ns() - t0, 0);
+		note_latency(timing_waited(&t));
 	return stat_result(id, r, errno, &st);
 }
 
@@ -1158,7 +1248,7 @@ process_fstat(uint32_t id, struct cursor *c)
 {
 	struct handle *h;
 	struct stat st;
-	int64_t t0;
+	struct timing t;
 	int r;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -1170,10 +1260,11 @@ process_fstat(uint32_t id, struct cursor *c)
 		return SSH_FX_FAILURE;
 	if (deferring() || slow())
 		return start_job(new_job(OP_FSTAT, id, h, 0), 0);
-	t0 = concurrent() ? now_ns() : 0;
+	if (concurrent())
+		timing_start(&t, 0);
 	r = fstat(h->fd, &st);
 	if (concurrent())
-		note_latency(now_ns() - t0, 0);
+		note_latency(timing_waited(&t));
 	return stat_result(id, r, errno, &st);
 }
 
@@ -1310,6 +1401,116 @@ process_opendir(uint32_t id, struct cursor *c)
 }
 
 /*
+ * Adds up to READDIR_BATCH - rep->count names of h to the NAME reply, each
+ * stat'ed here, skipping those that vanished.
+ */
+static void
+readdir_here(struct handle *h, struct reply *rep, time_t now)
+{
+	char longname[LONGNAME_MAX];
+	struct sftp_attrs a;
+	struct dirent *de;
+	struct stat st;
+
+	while (rep->count < READDIR_BATCH) {
+		errno = 0;
+		if ((de = readdir(h->dir)) == NULL)
+			break;
+		if (fs_stat_entry(h->fd, de->d_name, &st) == -1)
+			continue;
+		attrs_from_stat(&st, &a);
+		attrs_longname(longname, de->d_name, &st, now);
+		/* Cannot fail: 100 entries of at most 2.3 KiB fit a message. */
+		queued(pkt_name_add(oq, rep, de->d_name, longname, &a));
+	}
+}
+
+/* The NAME reply of READDIR, or EOF when it holds no name. */
+static uint32_t
+readdir_end(uint32_t id, struct reply *rep)
+{
+	if (rep->count == 0) {
+		pkt_cancel(oq, rep);
+		return SSH_FX_EOF;
+	}
+	pkt_name_end(oq, rep);
+	debug("request %u: sent names count %u", id, rep->count);
+	return REPLIED;
+}
+
+/*
+ * READDIR as jobs: the next names read here, their lstats split among
+ * workers (see struct dirbatch).
+ */
+static uint32_t
+readdir_job(struct handle *h, uint32_t id)
+{
+	struct dirbatch *db;
+	struct dirent *de;
+	struct job *first, *j;
+	unsigned nparts, per;
+	size_t len;
+
+	first = new_job(OP_DIRSTAT, id, h, sizeof *db);
+	db = first->shared = first->buf;
+	db->count = 0;
+	while (db->count < READDIR_BATCH) {
+		errno = 0;
+		if ((de = readdir(h->dir)) == NULL)
+			break;
+		len = strlen(de->d_name);
+		if (len > NAME_MAX)
+			continue;	/* cannot be: a name is at most NAME_MAX */
+		memcpy(db->e[db->count].name, de->d_name, len + 1);
+		db->count++;
+	}
+	nparts = (db->count + DIRSTAT_SLICE - 1) / DIRSTAT_SLICE;
+	if (nparts > jobs_max_workers())
+		nparts = jobs_max_workers();
+	if (nparts == 0)
+		nparts = 1;
+	per = (db->count + nparts - 1) / nparts;
+	first->parts = nparts - 1;
+	for (unsigned i = 0; i < nparts; i++) {
+		j = i == 0 ? first : new_job(OP_DIRSTAT, id, h, 0);
+		j->shared = db;
+		j->off = (off_t)(i * per);
+		j->len = i * per >= db->count ? 0 :
+		    db->count - i * per < per ? db->count - i * per : per;
+		(void)start_job(j, 0);
+	}
+	return DEFERRED;
+}
+
+/* READDIR's jobs are done: the NAME reply from the batch. */
+static uint32_t
+readdir_answer(struct job *j)
+{
+	char longname[LONGNAME_MAX];
+	struct dirbatch *db = j->shared;
+	struct sftp_attrs a;
+	struct reply rep;
+	time_t now = time(NULL);
+	int r;
+
+	if ((r = pkt_name_begin(oq, &rep, j->id)) != 0) {
+		queued(r);
+		return REPLIED;
+	}
+	for (unsigned i = 0; i < db->count; i++) {
+		if (db->e[i].r == -1)
+			continue;	/* vanished since */
+		attrs_from_stat(&db->e[i].st, &a);
+		attrs_longname(longname, db->e[i].name, &db->e[i].st, now);
+		queued(pkt_name_add(oq, &rep, db->e[i].name, longname, &a));
+	}
+	/* Every name vanished: the listing is not at its end. */
+	if (rep.count == 0 && db->count > 0)
+		readdir_here(j->owner, &rep, now);
+	return readdir_end(j->id, &rep);
+}
+
+/*
  * uint32 id, string handle
  *
  * Up to READDIR_BATCH names, each stat'ed relative to the directory's own
@@ -1318,13 +1519,10 @@ process_opendir(uint32_t id, struct cursor *c)
 static uint32_t
 process_readdir(uint32_t id, struct cursor *c)
 {
-	char longname[LONGNAME_MAX];
-	struct sftp_attrs a;
-	struct dirent *de;
 	struct handle *h;
 	struct reply rep;
-	struct stat st;
-	time_t now;
+	struct timing t;
+	int64_t ns;
 	int r;
 
 	h = get_handle(c, HANDLE_DIR, &r);
@@ -1334,29 +1532,23 @@ process_readdir(uint32_t id, struct cursor *c)
 	    handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
-	now = time(NULL);
+	if (deferring() || slow())
+		return readdir_job(h, id);
 	if ((r = pkt_name_begin(oq, &rep, id)) != 0) {
 		queued(r);
 		return REPLIED;
 	}
-	while (rep.count < READDIR_BATCH) {
-		errno = 0;
-		if ((de = readdir(h->dir)) == NULL)
-			break;
-		if (fs_stat_entry(h->fd, de->d_name, &st) == -1)
-			continue;
-		attrs_from_stat(&st, &a);
-		attrs_longname(longname, de->d_name, &st, now);
-		/* Cannot fail: 100 entries of at most 2.3 KiB fit a message. */
-		queued(pkt_name_add(oq, &rep, de->d_name, longname, &a));
+	if (concurrent())
+		timing_start(&t, 0);
+	readdir_here(h, &rep, time(NULL));
+	/* Each name was a call: the batch counts as rep.count of them. */
+	if (concurrent() && rep.count > 0 && (ns = timing_waited(&t)) != -1) {
+		for (unsigned i = 0; i < rep.count; i++)
+			note_latency(ns / rep.count);
+	} else if (concurrent() && rep.count > 0) {
+		note_latency(-1);
 	}
-	if (rep.count == 0) {
-		pkt_cancel(oq, &rep);
-		return SSH_FX_EOF;
-	}
-	pkt_name_end(oq, &rep);
-	debug("request %u: sent names count %u", id, rep.count);
-	return REPLIED;
+	return readdir_end(id, &rep);
 }
 
 /* uint32 id, string filename */
@@ -2203,7 +2395,8 @@ independent_of_all(int op, struct handle *h, uint64_t off, uint64_t len)
 
 /*
  * Whether the request c holds may start now, while requests are in flight:
- * one of those that can be a job (READ, WRITE, FSTAT, STAT, LSTAT), well
+ * one of those that can be a job (READ, WRITE, FSTAT, STAT, LSTAT,
+ * READDIR), well
  * formed, permitted, on a valid handle and offset, with room for its job,
  * and independent of everything in flight.  Anything else (a barrier, or a
  * request that would be answered at once with an error) waits until
@@ -2233,6 +2426,15 @@ may_start(struct cursor c)
 		    NULL)
 			return 0;
 		break;
+	case SSH_FXP_READDIR:
+		/* Its names are read here, now: nothing in flight renames. */
+		if (pkt_get_handle(&c, &slot, &gen) != 0 ||
+		    handle_lookup(&handles, slot, gen, HANDLE_DIR) == NULL ||
+		    jobs_count() + READDIR_BATCH / DIRSTAT_SLICE + 1 >=
+		    JOBS_RING)
+			return 0;
+		return jobs_room(sizeof(struct dirbatch)) &&
+		    independent_of_all(OP_DIRSTAT, NULL, 0, 0);
 	case SSH_FXP_STAT:
 	case SSH_FXP_LSTAT:
 		if (pkt_get_string(&c, &data, &len) != 0 || len >= PATH_MAX ||
@@ -2327,8 +2529,10 @@ answer(struct job *j)
 	uint64_t before = oq->nreplies;
 	uint32_t status;
 
-	if (j->ns >= 0 && j->op != 0)
-		note_latency(j->ns, j->op == OP_WRITE ? j->len : 0);
+	if (j->ns >= 0 && j->op != OP_DIRSTAT)
+		note_latency(j->ns);
+	for (size_t i = 0; j->ns >= 0 && j->op == OP_DIRSTAT && i < j->len; i++)
+		note_latency(j->ns / (int64_t)j->len);
 	switch (j->op) {
 	case OP_READ:
 		status = read_answer(j);
@@ -2341,6 +2545,9 @@ answer(struct job *j)
 	case OP_LSTAT:
 		status = stat_result(j->id, (int)j->n, j->err, &j->st);
 		break;
+	case OP_DIRSTAT:
+		status = readdir_answer(j);
+		break;
 	default:
 		abort();
 	}
@@ -2349,17 +2556,33 @@ answer(struct job *j)
 	one_reply("deferred", j->id, before);
 }
 
+/* Whether the parts of j (the jobs after it) are done too. */
+static int
+parts_done(const struct job *j)
+{
+	for (unsigned i = 1; i <= j->parts; i++)
+		if (!jobs_done(jobs_at(i)))
+			return 0;
+	return 1;
+}
+
 void
 requests_reap(void)
 {
+	unsigned parts;
 	struct job *j;
 
 	if (jobs_count() == 0)
 		return;
 	(void)jobs_collect();
-	while (oq_pending(oq) < OQ_HIWAT && (j = jobs_head()) != NULL) {
+	while (oq_pending(oq) < OQ_HIWAT && (j = jobs_head()) != NULL &&
+	    parts_done(j)) {
+		parts = j->parts;
 		answer(j);
 		jobs_retire();
+		/* Its parts: their work is in the reply already. */
+		for (unsigned i = 0; i < parts; i++)
+			jobs_retire();
 	}
 }
 
@@ -2393,7 +2616,8 @@ requests_init(const struct session *s, struct oqueue *q)
 	ss = s;
 	oq = q;
 	init_done = 0;
-	latency_ns = 0;
+	waiting = 0;
+	streak = 0;
 	for (size_t i = 0; i < NREQUESTS; i++)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];

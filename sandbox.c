@@ -551,6 +551,7 @@ static const struct rule rules[] = {
 	ALLOW(membarrier),	/* musl's thread list, at a thread's end */
 #endif
 	ALLOW(eventfd2),	/* a worker wakes the loop's poll(2) */
+	ALLOW(getrusage),	/* whether a slow storage call slept */
 
 #ifdef SB_ASAN
 	/*

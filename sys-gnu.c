@@ -12,6 +12,7 @@
 #ifdef __linux__
 #include <sys/syscall.h>
 #endif
+#include <sys/resource.h>
 #include <sys/uio.h>
 
 #include <errno.h>
@@ -139,6 +140,20 @@ sys_pread_nowait(int fd, void *buf, size_t len, off_t off)
 	(void)len;
 	(void)off;
 	errno = EOPNOTSUPP;
+	return -1;
+#endif
+}
+
+long
+sys_thread_sleeps(void)
+{
+#if defined(__linux__) && defined(RUSAGE_THREAD)
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru) == -1)
+		return -1;
+	return ru.ru_nvcsw;
+#else
 	return -1;
 #endif
 }

@@ -59,4 +59,12 @@ int	sys_open_path(const char *path);
  */
 ssize_t	sys_pread_nowait(int fd, void *buf, size_t len, off_t off);
 
+/*
+ * How many times the calling thread has gone to sleep in the kernel (its
+ * voluntary context switches: getrusage(2) RUSAGE_THREAD), or -1 where
+ * that cannot be known.  A call that waited for storage slept; one that
+ * was only preempted did not.
+ */
+long	sys_thread_sleeps(void);
+
 #endif /* SYS_GNU_H */

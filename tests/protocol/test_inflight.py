@@ -21,6 +21,9 @@ Checks:
                            returns waits for it, through one handle or two
   overlapping_writes       overlapping WRITEs keep their order; disjoint
                            ones may not, with the same result
+  readdir_after_write      READDIR (its lstats in workers) sees the size an
+                           earlier WRITE in flight gives; a later WRITE
+                           waits for it
   end_of_input_in_flight   input ends with WRITEs in flight: each is
                            answered, and counted in the close line
   sigterm_in_flight        SIGTERM with WRITEs in flight: the close line
@@ -116,6 +119,10 @@ def shape(reply):
         return "ATTRS size %s" % reply.attrs.size
     if isinstance(reply, Handle):
         return "HANDLE"
+    if isinstance(reply, Name):
+        return "NAME " + " ".join(sorted(
+            "%s:%s" % (e.filename.decode(), e.attrs.size)
+            for e in reply.entries if e.filename not in (b".", b"..")))
     return reply.type_name
 
 
@@ -131,6 +138,19 @@ def pipeline(srv, reqs):
                           (rid, r.id))
         out.append(shape(r))
     return out
+
+
+# Slow calls in a row after which the server hands WRITEs and stats to
+# workers (its SLOW_STREAK), and a margin.
+STREAK = 16 + 2
+
+
+def warm_up(srv):
+    """WRITEs that wait, to file "warm", until the server sees that its
+    storage waits: the requests of the pipeline after them go to workers.
+    Returns their requests, to begin a pipeline with."""
+    h = open_h(srv, "warm", RW | SSH_FXF_CREAT)
+    return [req_write(h, 0, b"w" * 512) for _ in range(STREAK)]
 
 
 def open_h(srv, path, pflags=RW):
@@ -161,7 +181,8 @@ def against_reference(ctx, name, run, env, args):
         srv, _ = ctx.server(which, d, env, args if which == "ours" else ())
         answers = run(srv, d)
         got[which] = (answers, {f: read_file(os.path.join(d, f))
-                                for f in sorted(os.listdir(d))})
+                                for f in sorted(os.listdir(d))
+                                if os.path.isfile(os.path.join(d, f))})
     if "ref" in got and got["ref"] != got["ours"]:
         def show(g):
             return g[0], {f: runs(b) for f, b in g[1].items()}
@@ -232,8 +253,8 @@ def test_write_then_read(ctx):
         write_file(os.path.join(d, "f"), b"a" * 8192)
         write_file(os.path.join(d, "slow"), b"")
         h = open_h(srv, "f")
-        return pipeline(srv, [
-            req_write(h, 0, b"A" * 4096),      # slow: storage waits
+        return pipeline(srv, warm_up(srv) + [
+            req_write(h, 0, b"A" * 4096),      # slow
             req_write(h, 0, b"B" * 4096),      # slow, in a worker
             req_read(h, 0, 4096),              # must see B
             req_write(h, 8192, b"C" * 4096),   # grows the file
@@ -243,7 +264,7 @@ def test_write_then_read(ctx):
             req_close(h)])
     answers, files = against_reference(
         ctx, "wr", run, {"NOWAIT": 1, "SLOW_WRITE_US": SLOW_US}, ["-S"])
-    expect("answers", answers, [
+    expect("answers", answers, ["STATUS OK"] * STREAK + [
         "STATUS OK", "STATUS OK", "DATA %r 4096" % b"B", "STATUS OK",
         "ATTRS size 12288", "ATTRS size 12288", "DATA %r 4096" % b"C",
         "STATUS OK"])
@@ -277,8 +298,8 @@ def test_read_then_write(ctx):
 def test_overlapping_writes(ctx):
     def run(srv, d):
         h = open_h(srv, "f", RW | SSH_FXF_CREAT)
-        return pipeline(srv, [
-            req_write(h, 0, b"s" * 4096),      # slow: storage waits
+        return pipeline(srv, warm_up(srv) + [
+            req_write(h, 0, b"s" * 4096),      # slow
             req_write(h, 0, b"X" * 8192),      # slow, in a worker
             req_write(h, 4096, b"Y" * 8192),   # overlaps: waits
             req_write(h, 0, b"P" * 2048),      # slow, in a worker
@@ -286,10 +307,34 @@ def test_overlapping_writes(ctx):
             req_close(h)])
     answers, files = against_reference(
         ctx, "ww", run, {"NOWAIT": 1, "SLOW_WRITE_US": SLOW_US}, ["-S"])
-    expect("answers", answers, ["STATUS OK"] * 6)
+    expect("answers", answers, ["STATUS OK"] * (STREAK + 6))
     expect("the file", files["f"],
            b"P" * 2048 + b"X" * 2048 + b"Y" * 8192 + b"\0" * 4096 +
            b"Q" * 2048)
+
+
+@test
+def test_readdir_after_write(ctx):
+    def run(srv, d):
+        os.mkdir(os.path.join(d, "dir"))
+        write_file(os.path.join(d, "dir", "f"), b"")
+        h = open_h(srv, "dir/f")
+        r = srv.call(req_opendir("dir"))
+        if not isinstance(r, Handle):
+            raise Failure("OPENDIR: %s" % shape(r))
+        dh = r.handle
+        return pipeline(srv, warm_up(srv) + [
+            req_write(h, 0, b"s" * 4096),      # slow
+            req_write(h, 0, b"g" * 16384),     # slow, in a worker
+            req_readdir(dh),                   # must see 16384
+            req_write(h, 16384, b"h" * 4096),  # waits for the listing
+            req_readdir(dh),
+            req_close(dh), req_close(h)])
+    answers, files = against_reference(
+        ctx, "rd", run, {"NOWAIT": 1, "SLOW_WRITE_US": SLOW_US}, ["-S"])
+    expect("answers", answers, ["STATUS OK"] * STREAK + [
+        "STATUS OK", "STATUS OK", "NAME f:16384",
+        "STATUS OK", "STATUS EOF", "STATUS OK", "STATUS OK"])
 
 
 def close_line(err, path):
@@ -307,7 +352,7 @@ def test_end_of_input_in_flight(ctx):
     srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "SLOW_WRITE_US": SLOW_US},
                         ["-S", "-e", "-l", "INFO"])
     h = open_h(srv, "f", RW | SSH_FXF_CREAT)
-    reqs = [req_write(h, 0, b"s" * 4096)] + \
+    reqs = warm_up(srv) + [req_write(h, 0, b"s" * 4096)] + \
         [req_write(h, 0 if i % 2 else 4096 * i, b"%d" % (i % 10) * 4096)
          for i in range(1, 17)]
     ids = srv.send_many(reqs)
@@ -330,12 +375,12 @@ def test_sigterm_in_flight(ctx):
                                       "SLOW_WRITE_US": SLOW_US * 4},
                           ["-S", "-e", "-l", "INFO"])
     h = open_h(srv, "f", RW | SSH_FXF_CREAT)
-    reqs = [req_write(h, 0, b"s" * 4096)] + \
+    reqs = warm_up(srv) + [req_write(h, 0, b"s" * 4096)] + \
         [req_write(h, 4096 * i if i % 2 else 0, b"w" * 4096)
          for i in range(1, 9)]
     srv.send_many(reqs)
     deadline = time.monotonic() + 10
-    while most_in_flight(log) < 1 and time.monotonic() < deadline:
+    while most_in_flight(log) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)    # polls a condition, with a deadline
     srv.proc.send_signal(signal.SIGTERM)
     status = srv.wait()
