@@ -29,6 +29,11 @@
 
 /* Arena bytes are handed out in multiples of this. */
 #define ARENA_ALIGN	64
+/*
+ * A worker's stack: its calls need a few path buffers.  The C library's
+ * default (8 MiB with glibc) would be address space wasted many times.
+ */
+#define WORKER_STACK	(256 * 1024)
 
 static void (*run_job)(struct job *);
 static unsigned max_workers = 1;
@@ -201,6 +206,7 @@ worker(void *arg)
 static int
 add_worker(void)
 {
+	pthread_attr_t attr;
 	sigset_t all, old;
 	int r;
 
@@ -210,9 +216,13 @@ add_worker(void)
 	(void)sigfillset(&all);
 	/* A call off the sandbox's list traps with a report, not a kill. */
 	(void)sigdelset(&all, SIGSYS);
+	if (pthread_attr_init(&attr) != 0)
+		return -1;
+	(void)pthread_attr_setstacksize(&attr, WORKER_STACK);
 	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&workers[nworkers], NULL, worker, NULL);
+	r = pthread_create(&workers[nworkers], &attr, worker, NULL);
 	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	(void)pthread_attr_destroy(&attr);
 	if (r != 0)
 		return -1;
 	nworkers++;

@@ -128,7 +128,8 @@
  * took as long without waiting for storage.  Counting the sleeps costs a
  * system call on each side, so a call in the loop is first timed alone,
  * and the sleeps are counted only after a call took longer than SLOW_NS,
- * until one does not.
+ * until one does not.  While storage answers at once, only one call in
+ * SAMPLE is timed at all (two clock reads each).
  */
 /*
  * Calls in a row that waited before requests go to workers, and that did
@@ -486,14 +487,27 @@ now_ns(void)
 
 /* A storage call timed: its start, and its thread's sleeps then. */
 struct timing {
-	int64_t wall;
+	int64_t wall;		/* -1: not timed */
 	long sleeps;		/* -1: not counted */
 };
+
+/*
+ * timing_waited() of a call that was not timed.  While storage answers at
+ * once, one call in SAMPLE is timed, and every call once one was slow.
+ */
+#define NOT_TIMED	INT64_MIN
+#define SAMPLE		8
 
 /* Starts timing a call; every is set in a worker: sleeps always counted. */
 static void
 timing_start(struct timing *t, int every)
 {
+	static unsigned tick;
+
+	if (!every && !suspect && !waiting && ++tick % SAMPLE != 0) {
+		t->wall = -1;
+		return;
+	}
 	t->wall = now_ns();
 	t->sleeps = every || suspect ? sys_thread_sleeps() : -1;
 }
@@ -501,12 +515,16 @@ timing_start(struct timing *t, int every)
 /*
  * How long the call waited since timing_start(): its time, or 0 when it
  * did not sleep; -1 when it took longer than SLOW_NS and its sleeps were
- * not counted.
+ * not counted; NOT_TIMED.
  */
 static int64_t
 timing_waited(const struct timing *t)
 {
-	int64_t ns = now_ns() - t->wall;
+	int64_t ns;
+
+	if (t->wall == -1)
+		return NOT_TIMED;
+	ns = now_ns() - t->wall;
 
 	if (ns <= SLOW_NS)
 		return ns;
@@ -531,6 +549,8 @@ note_latency(int64_t ns)
 {
 	int waited = ns > SLOW_NS;
 
+	if (ns == NOT_TIMED)
+		return;
 	suspect = ns == -1 || waited;
 	if (ns == -1)
 		return;		/* the next calls tell */
@@ -1542,11 +1562,11 @@ process_readdir(uint32_t id, struct cursor *c)
 		timing_start(&t, 0);
 	readdir_here(h, &rep, time(NULL));
 	/* Each name was a call: the batch counts as rep.count of them. */
-	if (concurrent() && rep.count > 0 && (ns = timing_waited(&t)) != -1) {
+	if (concurrent() && rep.count > 0 && (ns = timing_waited(&t)) >= 0) {
 		for (unsigned i = 0; i < rep.count; i++)
 			note_latency(ns / rep.count);
 	} else if (concurrent() && rep.count > 0) {
-		note_latency(-1);
+		note_latency(ns);
 	}
 	return readdir_end(id, &rep);
 }

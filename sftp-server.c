@@ -47,8 +47,11 @@
  * its chunks, whether the client is still there.
  */
 #define STOP_CHECK_MS	100
-/* -T: storage operations in flight at once, unless told otherwise. */
-#define STORAGE_OPS_DEFAULT	16
+/*
+ * -T: storage operations in flight at once, unless told otherwise: as many
+ * as OpenSSH's sftp client keeps requests in flight.
+ */
+#define STORAGE_OPS_DEFAULT	64
 /* What wait_input() saw. */
 #define WOKE_INPUT	0x1
 #define WOKE_JOBS	0x2

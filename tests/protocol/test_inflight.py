@@ -140,9 +140,9 @@ def pipeline(srv, reqs):
     return out
 
 
-# Slow calls in a row after which the server hands WRITEs and stats to
-# workers (its SLOW_STREAK), and a margin.
-STREAK = 16 + 2
+# Calls after which the server hands WRITEs and stats to workers: one in
+# SAMPLE timed, then SLOW_STREAK slow ones in a row, and a margin.
+STREAK = 8 + 16 + 2
 
 
 def warm_up(srv):
