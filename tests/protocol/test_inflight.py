@@ -15,6 +15,7 @@ Checks:
   reads_overlap            32 READs in flight are run by several workers at
                            once (the shim sees two at a time), -T 1 by one
   reads_overlap_sandboxed  the same with the sandbox on: threads allowed
+  workers_end_when_idle    an idle session holds no worker thread
   write_then_read          a READ of bytes an earlier WRITE in flight
                            changes waits for it; FSTAT and STAT see the size
   read_then_write          a WRITE over bytes an earlier READ in flight
@@ -245,6 +246,35 @@ def test_reads_overlap_sandboxed(ctx):
     if most < 2:
         raise Failure("with the sandbox: the shim saw %d READs at a time, "
                       "expected 2 or more" % most)
+
+
+def threads(pid):
+    try:
+        return len(os.listdir("/proc/%d/task" % pid))
+    except FileNotFoundError:
+        return 0
+
+
+@test
+def test_workers_end_when_idle(ctx):
+    d = ctx.dir("idle")
+    write_file(os.path.join(d, "f"), bytes(range(256)) * 1024)
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1}, ["-S"])
+    h = open_h(srv, "f", SSH_FXF_READ)
+    pipeline(srv, [req_read(h, i * 32768, 32768) for i in range(8)])
+    pid = srv.proc.pid
+    if threads(pid) < 2:
+        raise Failure("READs that waited made no worker (%d thread)" %
+                      threads(pid))
+    # The session goes idle once its traffic falls to a trickle (pipes.c).
+    deadline = time.monotonic() + 15
+    while threads(pid) > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)    # polls a condition, with a deadline
+    expect("threads of an idle session", threads(pid), 1)
+    # And the session goes on: a READ that waits makes workers again.
+    got = pipeline(srv, [req_read(h, 0, 4096)])
+    expect("a READ after the idle time", got, ["DATA %r 4096" % bytes(
+        sorted(set(bytes(range(256)) * 16)))])
 
 
 @test
