@@ -498,7 +498,10 @@ struct timing {
 #define NOT_TIMED	INT64_MIN
 #define SAMPLE		8
 
-/* Starts timing a call; every is set in a worker: sleeps always counted. */
+/*
+ * Starts timing a call; every (in a worker, or for a batch of calls): the
+ * call is timed and its sleeps counted, whatever came before.
+ */
 static void
 timing_start(struct timing *t, int every)
 {
@@ -1558,15 +1561,15 @@ process_readdir(uint32_t id, struct cursor *c)
 		queued(r);
 		return REPLIED;
 	}
+	/* A batch of lstats is timed whole, and always: it is many calls. */
 	if (concurrent())
-		timing_start(&t, 0);
+		timing_start(&t, 1);
 	readdir_here(h, &rep, time(NULL));
 	/* Each name was a call: the batch counts as rep.count of them. */
-	if (concurrent() && rep.count > 0 && (ns = timing_waited(&t)) >= 0) {
+	if (concurrent() && rep.count > 0) {
+		ns = timing_waited(&t);
 		for (unsigned i = 0; i < rep.count; i++)
-			note_latency(ns / rep.count);
-	} else if (concurrent() && rep.count > 0) {
-		note_latency(ns);
+			note_latency(ns >= 0 ? ns / rep.count : ns);
 	}
 	return readdir_end(id, &rep);
 }
