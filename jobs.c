@@ -265,8 +265,9 @@ jobs_start(struct job *j)
 		(void)pthread_cond_signal(&work);
 	}
 	(void)pthread_mutex_unlock(&lock);
+	/* No thread to be had: slower, still right. */
 	if (alone)
-		jobs_run_here(j);	/* no thread to be had: slower, still right */
+		jobs_run_here(j);
 }
 
 unsigned

@@ -609,9 +609,9 @@ run_job(struct job *j)
 		break;
 	case OP_DIRSTAT:
 		db = j->shared;
-		for (size_t i = (size_t)j->off; i < (size_t)j->off + j->len; i++)
-			db->e[i].r = fs_stat_entry(j->fd, db->e[i].name,
-			    &db->e[i].st);
+		for (size_t i = 0; i < j->len; i++)
+			db->e[j->off + i].r = fs_stat_entry(j->fd,
+			    db->e[j->off + i].name, &db->e[j->off + i].st);
 		j->n = 0;
 		break;
 	default:
@@ -1483,7 +1483,7 @@ readdir_job(struct handle *h, uint32_t id)
 			break;
 		len = strlen(de->d_name);
 		if (len > NAME_MAX)
-			continue;	/* cannot be: a name is at most NAME_MAX */
+			continue;	/* never: the kernel's limit */
 		memcpy(db->e[db->count].name, de->d_name, len + 1);
 		db->count++;
 	}
@@ -2478,7 +2478,8 @@ may_start(struct cursor c)
 			return 0;
 		if (len > SFTP_MAX_READ)
 			len = SFTP_MAX_READ;
-		return jobs_room(len) && independent_of_all(OP_READ, h, off, len);
+		return jobs_room(len) &&
+		    independent_of_all(OP_READ, h, off, len);
 	}
 	if (pkt_get_string(&c, &data, &len) != 0)
 		return 0;
