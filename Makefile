@@ -16,7 +16,9 @@ WARNINGS = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 # to 2^63 and dates after 2038, as on 64-bit ones.  _TIME_BITS takes effect
 # with glibc 2.34 or later; other libcs ignore it (musl's time_t is 64-bit).
 LARGE = -D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64
-STD = -std=c11 -D_DEFAULT_SOURCE $(LARGE)
+# Threads (jobs.c): part of the C library, -pthread for older glibc and for
+# the sanitizers.  Every build below takes STD, so every build has them.
+STD = -std=c11 -D_DEFAULT_SOURCE $(LARGE) -pthread
 # Build paths out of the debug info: the same binary from any directory.
 PATHMAP = -ffile-prefix-map=$(CURDIR)=.
 ALL_CFLAGS = $(STD) $(WARNINGS) $(PATHMAP) $(CPPFLAGS) $(CFLAGS)
@@ -31,10 +33,12 @@ PYTHON ?= /usr/bin/python3
 
 # The server without main(): the fuzz harness links these.
 LIB_SRCS = sftp-server.c requests.c packet.c handles.c attrib.c log.c path.c \
-	fs.c rootcheck.c pipes.c digest.c xferlog.c fileio.c sys-gnu.c sandbox.c
+	fs.c rootcheck.c pipes.c digest.c xferlog.c fileio.c sys-gnu.c sandbox.c \
+	jobs.c
 SRCS = sftp-server-main.c $(LIB_SRCS)
 HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
-	fs.h rootcheck.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h sandbox.h
+	fs.h rootcheck.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h sandbox.h \
+	jobs.h
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \
@@ -131,9 +135,9 @@ integration-asan: sftp-server-asan
 	SFTP_SANITIZED=1 PYTHON=$(PYTHON) tests/run-all.sh \
 	    $(CURDIR)/sftp-server-asan
 
-# A few suites against the ThreadSanitizer build: raw, order (pipelines
-# on slow storage, where requests may run on other threads), guarantees
-# and sftp; about two minutes.  The first report ends the server
+# A few suites against the ThreadSanitizer build: raw, order and
+# inflight (pipelines on slow storage, where requests run on other
+# threads), guarantees and sftp; about two minutes.  The first report ends the server
 # (halt_on_error), which fails the check that ran it.  The sandbox is off
 # (-S): under the filter TSan's runtime cannot do its work.  It starts a
 # thread of its own at the first pthread_create() that sleeps in
@@ -142,7 +146,7 @@ integration-asan: sftp-server-asan
 # filter refuses too, so it comes without function names or lines.  The
 # AddressSanitizer build (integration-asan) runs the suites with the
 # filter on and traps any call off its list.
-TSAN_SUITES ?= raw order guarantees sftp
+TSAN_SUITES ?= raw order inflight guarantees sftp
 
 integration-tsan: sftp-server-tsan
 	SFTP_SANITIZED=1 SFTP_SERVER_ARGS=-S TSAN_OPTIONS=halt_on_error=1 \

@@ -87,6 +87,7 @@ handle_new(struct handle_table *t, enum handle_kind kind, const char *path)
 	h->first_off = UINT64_MAX;
 	h->last_off = 0;
 	h->io_errno = 0;
+	h->no_nowait = 0;
 	h->pflags = 0;
 	len = strlen(path);
 	if (len >= sizeof h->path)

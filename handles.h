@@ -42,6 +42,7 @@ struct handle {
 	uint64_t first_off;	/* lowest byte read or written, or UINT64_MAX */
 	uint64_t last_off;	/* one past the highest */
 	int io_errno;		/* the first read or write error, or 0 */
+	int no_nowait;		/* reads cannot be asked not to wait */
 	struct timespec opened;
 	char path[PATH_MAX];	/* as the client named it, for logging */
 };

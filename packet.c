@@ -207,14 +207,41 @@ buf_release(uint8_t *buf, size_t size, size_t from)
 }
 
 int
-ibuf_init(struct ibuf *ib, size_t soft)
+ibuf_init_pinned(struct ibuf *ib, size_t soft, size_t hard)
 {
 	memset(ib, 0, sizeof *ib);
 	ib->soft = soft;
-	ib->size = soft + SFTP_MAX_MSG + 4;
+	ib->hard = hard > soft ? hard : soft;
+	ib->size = ib->hard + SFTP_MAX_MSG + 4;
 	if ((ib->buf = buf_map(ib->size)) == NULL)
 		return -1;
 	return 0;
+}
+
+int
+ibuf_init(struct ibuf *ib, size_t soft)
+{
+	return ibuf_init_pinned(ib, soft, soft);
+}
+
+void
+ibuf_pin(struct ibuf *ib)
+{
+	ib->pins++;
+}
+
+void
+ibuf_unpin(struct ibuf *ib)
+{
+	if (ib->pins == 0)
+		abort();
+	ib->pins--;
+}
+
+int
+ibuf_can_read(const struct ibuf *ib)
+{
+	return ib->pins == 0 || ib->end < ib->hard || ib->start != ib->end;
 }
 
 void
@@ -228,7 +255,7 @@ ibuf_free(struct ibuf *ib)
 void
 ibuf_release(struct ibuf *ib)
 {
-	if (ib->start == ib->end)
+	if (ib->start == ib->end && ib->pins == 0)
 		ib->start = ib->end = 0;
 	buf_release(ib->buf, ib->size, ib->end);
 }
@@ -273,17 +300,20 @@ ibuf_ready(const struct ibuf *ib)
  * of the packet that started before soft is read, so that the next packet
  * starts at offset 0 once everything before it is parsed.  The frame checks
  * of ibuf_next() keep every length within SFTP_MAX_MSG, so the packet always
- * ends within size.
+ * ends within size.  While pinned, hard takes the place of soft, and
+ * nothing is read past it once every packet there is parsed (room 0).
  */
 static void
 ibuf_room(struct ibuf *ib, uint8_t **pp, size_t *lenp)
 {
-	size_t want;
+	size_t want, limit = ib->pins > 0 ? ib->hard : ib->soft;
 
-	if (ib->start == ib->end)
+	if (ib->start == ib->end && ib->pins == 0)
 		ib->start = ib->end = 0;
-	if (ib->end < ib->soft) {
-		want = ib->soft - ib->end;
+	if (ib->end < limit) {
+		want = limit - ib->end;
+	} else if (ib->start == ib->end && ib->pins > 0) {
+		want = 0;	/* pinned and full: wait for ibuf_unpin() */
 	} else if (ib->end - ib->start < 4) {
 		want = 4 - (ib->end - ib->start);
 	} else {
@@ -311,6 +341,10 @@ ibuf_read(struct ibuf *ib, int fd)
 	ssize_t n;
 
 	ibuf_room(ib, &p, &room);
+	if (room == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
 	if ((n = read(fd, p, room)) == -1)
 		return -1;
 	if (n > 0)
@@ -342,6 +376,12 @@ void
 oq_release(struct oqueue *q)
 {
 	buf_release(q->buf, q->size, q->len);
+}
+
+void
+oq_drop(struct oqueue *q)
+{
+	q->sent = q->len = q->reply_start = 0;
 }
 
 size_t

@@ -21,6 +21,8 @@
 #define SFTP_MAX_WRITE		(SFTP_MAX_MSG - 1024)
 /* Input read ahead of the packet being parsed (see ibuf_room() in packet.c). */
 #define IBUF_SOFT		(512 * 1024)
+/* The same while WRITEs in workers' hands pin the buffer (struct ibuf). */
+#define IBUF_HARD		(4 * 1024 * 1024)
 /* Replies queued before the queue is written out and stdin is left alone. */
 #define OQ_HIWAT		(256 * 1024)
 /* Room for the largest reply on top of the high-water mark. */
@@ -140,17 +142,34 @@ int	pkt_get_handle(struct cursor *, uint32_t *slot, uint32_t *gen);
  * where they lie, between start and end.  Reads stop at soft, so that any
  * packet that starts before soft can be completed in place behind it: no
  * byte is ever moved.
+ *
+ * While a WRITE's data is pinned (ibuf_pin(): a worker is writing it out
+ * of the buffer), the buffer does not go back to offset 0 and reads stop
+ * at hard instead of soft; past hard, no read is made (ibuf_can_read())
+ * until the last pin is dropped.
  */
 struct ibuf {
 	uint8_t *buf;
-	size_t size;		/* soft + SFTP_MAX_MSG + 4 */
+	size_t size;		/* hard + SFTP_MAX_MSG + 4 */
 	size_t soft;
+	size_t hard;		/* soft, or more: the window while pinned */
 	size_t start;		/* first byte not yet parsed */
 	size_t end;		/* first free byte */
+	unsigned pins;
 };
 
 /* Allocates the buffer; soft is the read-ahead.  Returns 0 or -1 (ENOMEM). */
 int	ibuf_init(struct ibuf *, size_t soft);
+/* The same with a window of hard bytes (>= soft) while pinned. */
+int	ibuf_init_pinned(struct ibuf *, size_t soft, size_t hard);
+/*
+ * Holds the bytes buffered in place (a WRITE's data in a worker's hands),
+ * and lets them go: every ibuf_pin() has one ibuf_unpin().
+ */
+void	ibuf_pin(struct ibuf *);
+void	ibuf_unpin(struct ibuf *);
+/* Whether ibuf_read() has room to read into (pins may hold it full). */
+int	ibuf_can_read(const struct ibuf *);
 void	ibuf_free(struct ibuf *);
 /*
  * Gives the pages behind the bytes still buffered back to the system (an
@@ -168,7 +187,8 @@ int	ibuf_next(struct ibuf *, struct cursor *, uint32_t *lenp);
 int	ibuf_ready(const struct ibuf *);
 /*
  * Reads once from fd into the room: bytes read, 0 at EOF, or -1 with errno
- * (EINTR, or EAGAIN on a non-blocking fd: the caller waits and reads again).
+ * (EINTR, or EAGAIN on a non-blocking fd or when pins leave no room: the
+ * caller waits and reads again).
  */
 ssize_t	ibuf_read(struct ibuf *, int fd);
 
@@ -196,6 +216,8 @@ int	oq_init(struct oqueue *, size_t size);
 void	oq_free(struct oqueue *);
 /* As ibuf_release(), for the pages behind what is queued. */
 void	oq_release(struct oqueue *);
+/* Drops what is queued, written or not (a session that ends unheard). */
+void	oq_drop(struct oqueue *);
 /* Bytes queued and not yet written. */
 size_t	oq_pending(const struct oqueue *);
 /*

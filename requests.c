@@ -30,10 +30,12 @@
 #include "fileio.h"
 #include "fs.h"
 #include "handles.h"
+#include "jobs.h"
 #include "log.h"
 #include "packet.h"
 #include "path.h"
 #include "requests.h"
+#include "sys-gnu.h"
 #include "xferlog.h"
 
 #define SFTP_VERSION	3
@@ -60,6 +62,8 @@
 #define PARSE_ERROR	0xfffffffeU
 /* The session must end now (fileio's stop check): no reply at all. */
 #define ABANDONED	0xfffffffdU
+/* A job will answer, in request order (requests_reap()). */
+#define DEFERRED	0xfffffffcU
 
 /*
  * check-file hashes at most this much in one request: about five minutes of
@@ -70,6 +74,95 @@
 
 /* A request may change the file system: refused under -R. */
 #define REQ_WRITES	0x1
+
+/*
+ * Storage that waits (NFS, FUSE, cold disks): requests in flight.
+ *
+ * THE ORDERING RULE.  What the client sees (every reply) and what the
+ * files hold in the end are those of running the requests one at a time,
+ * in the order they came.  Replies leave in that order whatever finishes
+ * first.  A request may start while earlier ones are still in flight only
+ * when it is independent of each of them; else the loop holds it (and
+ * everything after it) until they have finished.  Independent:
+ *   - READ, FSTAT, STAT and LSTAT change nothing: any of them is
+ *     independent of any other of them.
+ *   - A WRITE of [w, w+n) and a READ of [r, r+L) are independent only when
+ *     w+n <= r: the write neither changes the bytes read nor, by making the
+ *     file longer, turns an end of file the read meets into a hole of
+ *     zeros.  The rule is the same whichever came first.
+ *   - Two WRITEs are independent only when their ranges do not overlap and
+ *     neither handle is O_APPEND (where the kernel picks the offset).
+ *   - A WRITE and an FSTAT are never independent (the size, the times),
+ *     nor a WRITE and a STAT or LSTAT: a path may name any file.
+ *   - Every other request (OPEN, CLOSE, READDIR, SETSTAT, RENAME, REMOVE,
+ *     the extensions, ...) waits until nothing is in flight, and nothing
+ *     starts until it is answered: it runs alone, as before.
+ * Two handles may name one file (opened twice, hard links, another
+ * spelling of the path): no handle is taken to name another file than any
+ * other, so the ranges above are compared whichever handles they came
+ * through.  That is conservative: it keeps the rule sound without an
+ * fstat(2) per OPEN.  A request whose work is done (its system call
+ * returned) no longer counts as in flight, though its reply may still wait
+ * for earlier ones.  A status is queued only once the kernel has answered
+ * the request's call.  Not covered: access times (a READ may update them
+ * after a later STAT looked), and which of two independent WRITEs meets a
+ * full disk first (ENOSPC, EDQUOT).
+ *
+ * Work that does not wait is not handed off.  A READ first asks the page
+ * cache (preadv2() with RWF_NOWAIT) and goes to a worker only when the
+ * data is not there.  Other calls, and READs on a file system that cannot
+ * answer RWF_NOWAIT, are timed when run here: once SLOW_STREAK calls in a
+ * row took longer than SLOW_NS, WRITE, the stats and READDIR's lstats go
+ * to workers, until FAST_STREAK calls in a row did not; otherwise they run
+ * here, at today's cost.  While requests are in flight, later requests are
+ * jobs too (run here when they will not wait), so that their replies can
+ * follow in order.  The loop's thread alone parses, checks handles, logs,
+ * counts bytes and builds replies; workers only make the system calls
+ * (run_job()).
+ */
+/* A storage call slower than this waited (ns). */
+#define SLOW_NS		150000
+/*
+ * A storage call waited when it took longer than SLOW_NS and slept in the
+ * kernel meanwhile: a call that a busy CPU preempted, or that copied much,
+ * took as long without waiting for storage.  Counting the sleeps costs a
+ * system call on each side, so a call in the loop is first timed alone,
+ * and the sleeps are counted only after a call took longer than SLOW_NS,
+ * until one does not.  While storage answers at once, only one call in
+ * SAMPLE is timed at all (two clock reads each).
+ */
+/*
+ * Calls in a row that waited before requests go to workers, and that did
+ * not before they come back: a call that a busy CPU or a page fault
+ * delayed once does not send a session on fast storage to workers.
+ */
+#define SLOW_STREAK	16
+#define FAST_STREAK	32
+
+/* What a job does (struct job's op). */
+enum job_op {
+	OP_READ = 1,
+	OP_WRITE,
+	OP_FSTAT,
+	OP_STAT,
+	OP_LSTAT,
+	OP_DIRSTAT,	/* READDIR's lstat of each name, a slice per job */
+};
+
+/*
+ * READDIR on storage that waits: the names come from one getdents in the
+ * loop, their lstats from workers, a slice each (at least DIRSTAT_SLICE
+ * names), into one struct dirbatch in the first job's arena bytes.
+ */
+#define DIRSTAT_SLICE	8
+struct dirbatch {
+	unsigned count;
+	struct {
+		char name[NAME_MAX + 1];
+		struct stat st;
+		int r;
+	} e[READDIR_BATCH];
+};
 
 struct request {
 	const char *name;	/* as -P, -p and -Q name it */
@@ -90,6 +183,11 @@ static const struct session *ss;
 static struct oqueue *oq;
 static struct handle_table handles;
 static int init_done;
+/* Whether storage waits, of late, and the calls in a row that said not. */
+static int waiting;
+static unsigned streak;
+/* A call took longer than SLOW_NS: the next ones count their sleeps. */
+static int suspect;
 
 /* Scratch for paths: requests are handled one at a time. */
 static char path1[PATH_MAX];
@@ -373,6 +471,218 @@ track(struct handle *h, uint64_t off, uint64_t n)
 		h->first_off = off;
 	if (off + n > h->last_off)
 		h->last_off = off + n;
+}
+
+/* Concurrency: the clock, the average, and the jobs' work. */
+
+static int64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A storage call timed: its start, and its thread's sleeps then. */
+struct timing {
+	int64_t wall;		/* -1: not timed */
+	long sleeps;		/* -1: not counted */
+};
+
+/*
+ * timing_waited() of a call that was not timed.  While storage answers at
+ * once, one call in SAMPLE is timed, and every call once one was slow.
+ */
+#define NOT_TIMED	INT64_MIN
+#define SAMPLE		8
+
+/*
+ * Starts timing a call; every (in a worker, or for a batch of calls): the
+ * call is timed and its sleeps counted, whatever came before.
+ */
+static void
+timing_start(struct timing *t, int every)
+{
+	static unsigned tick;
+
+	if (!every && !suspect && !waiting && ++tick % SAMPLE != 0) {
+		t->wall = -1;
+		return;
+	}
+	t->wall = now_ns();
+	t->sleeps = every || suspect ? sys_thread_sleeps() : -1;
+}
+
+/*
+ * How long the call waited since timing_start(): its time, or 0 when it
+ * did not sleep; -1 when it took longer than SLOW_NS and its sleeps were
+ * not counted; NOT_TIMED.
+ */
+static int64_t
+timing_waited(const struct timing *t)
+{
+	int64_t ns;
+	int e = errno;	/* the timed call's, which the caller reads next */
+
+	if (t->wall == -1)
+		return NOT_TIMED;
+	ns = now_ns() - t->wall;
+	if (ns > SLOW_NS && t->sleeps < 0)
+		ns = sys_thread_sleeps() < 0 ? ns : -1;
+	else if (ns > SLOW_NS)
+		ns = sys_thread_sleeps() > t->sleeps ? ns : 0;
+	errno = e;
+	return ns;
+}
+
+/* Whether requests may be in flight at once (-T above 1). */
+static int
+concurrent(void)
+{
+	return ss->storage_ops > 1;
+}
+
+/*
+ * A storage call waited ns: SLOW_STREAK calls in a row that waited make
+ * the session wait, FAST_STREAK that did not end it.
+ */
+static void
+note_latency(int64_t ns)
+{
+	int waited = ns > SLOW_NS;
+
+	if (ns == NOT_TIMED)
+		return;
+	suspect = ns == -1 || waited;
+	if (ns == -1)
+		return;		/* the next calls tell */
+
+	if (waited != waiting) {
+		if (++streak >= (waiting ? FAST_STREAK : SLOW_STREAK)) {
+			waiting = waited;
+			streak = 0;
+			debug("storage %s", waiting ? "waits: requests go to "
+			    "workers" : "answers at once: requests run here");
+		}
+	} else {
+		streak = 0;
+	}
+}
+
+/* Whether storage calls wait, of late: they go to workers. */
+static int
+slow(void)
+{
+	return concurrent() && waiting;
+}
+
+/* Whether requests are in flight: a later one's reply must follow theirs. */
+static int
+deferring(void)
+{
+	return jobs_count() > 0;
+}
+
+/* What a worker runs: the system calls of one job, and nothing else. */
+static void
+run_job(struct job *j)
+{
+	struct dirbatch *db;
+	struct timing t;
+
+	timing_start(&t, 1);
+	switch (j->op) {
+	case OP_READ:
+		j->n = fileio_read_full(j->fd, j->buf, j->len, j->off);
+		break;
+	case OP_WRITE:
+		j->n = fileio_write_full(j->fd, j->data, j->len, j->off,
+		    &j->written);
+		break;
+	case OP_FSTAT:
+		j->n = fstat(j->fd, &j->st);
+		break;
+	case OP_STAT:
+	case OP_LSTAT:
+		j->n = fs_stat((const char *)j->buf, &j->st, j->op == OP_STAT);
+		break;
+	case OP_DIRSTAT:
+		db = j->shared;
+		for (size_t i = 0; i < j->len; i++)
+			db->e[j->off + i].r = fs_stat_entry(j->fd,
+			    db->e[j->off + i].name, &db->e[j->off + i].st);
+		j->n = 0;
+		break;
+	default:
+		abort();
+	}
+	j->err = j->n == -1 ? errno : 0;
+	j->ns = timing_waited(&t);
+}
+
+/*
+ * Starts a job that is filled in: in a worker while storage is slow (or
+ * always, wait), here otherwise.
+ */
+static uint32_t
+start_job(struct job *j, int wait)
+{
+	if (wait || slow())
+		jobs_start(j);
+	else
+		jobs_run_here(j);
+	return DEFERRED;
+}
+
+/* A new job; the caller made sure there is room (may_start()). */
+static struct job *
+new_job(int op, uint32_t id, struct handle *h, size_t size)
+{
+	struct job *j;
+
+	if ((j = jobs_new(size)) == NULL)
+		abort();
+	j->op = op;
+	j->id = id;
+	j->owner = h;
+	j->fd = h != NULL ? h->fd : -1;
+	return j;
+}
+
+/*
+ * Reads what the page cache holds of [off, off+len) without waiting:
+ * returns the bytes (len, or fewer at end of file), or -1 with errno
+ * (EAGAIN: some of it would wait).
+ */
+static ssize_t
+read_cached(int fd, uint8_t *buf, size_t len, off_t off)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = sys_pread_nowait(fd, buf + got, len - got,
+		    off + (off_t)got);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* The file system of h cannot answer RWF_NOWAIT: reads are timed instead. */
+static int
+nowait_unsupported(struct handle *h, int e)
+{
+	if (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL)
+		h->no_nowait = 1;
+	return h->no_nowait;
 }
 
 /* A change to the file system, with the status it got, in the log. */
@@ -690,6 +1000,78 @@ bad_offset(struct handle *h, uint64_t off)
 	return 0;
 }
 
+/*
+ * What READ answers for n bytes read at off (-1: errno e), whose DATA
+ * reply rep holds them already.
+ */
+static uint32_t
+read_result(struct handle *h, uint32_t id, uint64_t off, uint32_t len,
+    ssize_t n, int e, struct reply *rep)
+{
+	if (n == -1) {
+		pkt_cancel(oq, rep);
+		error(OPENSSH_FN("process_read") "read \"%.100s\": %s", h->path,
+		    strerror(e));
+		if (h->io_errno == 0)
+			h->io_errno = e;
+		return errno_to_status(e);
+	}
+	if (n == 0 && len > 0) {
+		pkt_cancel(oq, rep);
+		return SSH_FX_EOF;
+	}
+	pkt_data_end(oq, rep, (size_t)n);
+	debug("request %u: sent data len %d", id, (int)n);
+	h->bytes_read += (uint64_t)n;
+	track(h, off, (uint64_t)n);
+	return REPLIED;
+}
+
+/* READ as a job: from the page cache here, or in a worker. */
+static uint32_t
+read_job(struct handle *h, uint32_t id, uint64_t off, uint32_t len)
+{
+	struct job *j;
+	ssize_t n;
+
+	j = new_job(OP_READ, id, h, len);
+	j->off = (off_t)off;
+	j->len = len;
+	if (len == 0 || h->no_nowait)
+		return start_job(j, 0);
+	if ((n = read_cached(h->fd, j->buf, len, (off_t)off)) >= 0) {
+		j->n = n;
+		j->ns = -1;	/* no storage call: not in the average */
+		jobs_mark_done(j);
+		return DEFERRED;
+	}
+	return start_job(j, !nowait_unsupported(h, errno));
+}
+
+/*
+ * Reads into the reply, here: from the page cache when the file system
+ * can say what would wait (-2: some would), else timed.
+ */
+static ssize_t
+read_here(struct handle *h, uint8_t *buf, size_t len, off_t off)
+{
+	struct timing t;
+	ssize_t n;
+
+	if (!concurrent())
+		return fileio_read_full(h->fd, buf, len, off);
+	if (!h->no_nowait) {
+		if ((n = read_cached(h->fd, buf, len, off)) >= 0)
+			return n;
+		if (!nowait_unsupported(h, errno))
+			return -2;
+	}
+	timing_start(&t, 0);
+	n = fileio_read_full(h->fd, buf, len, off);
+	note_latency(timing_waited(&t));
+	return n;
+}
+
 /* uint32 id, string handle, uint64 offset, uint32 len */
 static uint32_t
 process_read(uint32_t id, struct cursor *c)
@@ -716,30 +1098,38 @@ process_read(uint32_t id, struct cursor *c)
 	}
 	if (bad_offset(h, off))
 		return errno_to_status(errno);
+	if (deferring() || (slow() && h->no_nowait))
+		return read_job(h, id, off, len);
 	if ((buf = pkt_data_begin(oq, &rep, id, len)) == NULL) {
 		queued(PKT_ENOSPACE);
 		return REPLIED;
 	}
-	n = len == 0 ? 0 : fileio_read_full(h->fd, buf, len, (off_t)off);
-	if (n == -1) {
-		int e = errno;
+	n = len == 0 ? 0 : read_here(h, buf, len, (off_t)off);
+	if (n == -2) {
+		/* Not in the page cache: a worker reads it. */
+		pkt_cancel(oq, &rep);
+		return read_job(h, id, off, len);
+	}
+	return read_result(h, id, off, len, n, errno, &rep);
+}
 
-		pkt_cancel(oq, &rep);
-		error(OPENSSH_FN("process_read") "read \"%.100s\": %s", h->path,
-		    strerror(e));
-		if (h->io_errno == 0)
-			h->io_errno = e;
-		return errno_to_status(e);
+/* A READ's job is done: its DATA, from the job's buffer. */
+static uint32_t
+read_answer(struct job *j)
+{
+	struct handle *h = j->owner;
+	struct reply rep;
+	uint8_t *buf;
+	size_t n = j->n > 0 ? (size_t)j->n : 0;
+
+	if ((buf = pkt_data_begin(oq, &rep, j->id, n)) == NULL) {
+		queued(PKT_ENOSPACE);
+		return REPLIED;
 	}
-	if (n == 0 && len > 0) {
-		pkt_cancel(oq, &rep);
-		return SSH_FX_EOF;
-	}
-	pkt_data_end(oq, &rep, (size_t)n);
-	debug("request %u: sent data len %d", id, (int)n);
-	h->bytes_read += (uint64_t)n;
-	track(h, off, (uint64_t)n);
-	return REPLIED;
+	if (n > 0)
+		memcpy(buf, j->buf, n);
+	return read_result(h, j->id, (uint64_t)j->off, (uint32_t)j->len, j->n,
+	    j->err, &rep);
 }
 
 /*
@@ -755,14 +1145,32 @@ write_full(struct handle *h, const uint8_t *buf, size_t len, off_t off)
 	    (h->flags & O_APPEND) ? FILEIO_APPEND : off, &h->bytes_written);
 }
 
+/* What WRITE answers after r (-1: errno e), in the log too. */
+static uint32_t
+write_result(struct handle *h, uint64_t off, uint32_t len, int r, int e)
+{
+	if (r == -1) {
+		error(OPENSSH_FN("process_write") "write \"%.100s\": %s", h->path,
+		    strerror(e));
+		if (h->io_errno == 0)
+			h->io_errno = e;
+		return errno_to_status(e);
+	}
+	if (!(h->flags & O_APPEND))
+		track(h, off, len);
+	return SSH_FX_OK;
+}
+
 /* uint32 id, string handle, uint64 offset, string data */
 static uint32_t
 process_write(uint32_t id, struct cursor *c)
 {
 	const uint8_t *data;
 	struct handle *h;
-	uint32_t len, status = SSH_FX_OK;
+	struct job *j;
+	uint32_t len;
 	uint64_t off;
+	struct timing t;
 	int r, e;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -771,42 +1179,78 @@ process_write(uint32_t id, struct cursor *c)
 		return PARSE_ERROR;
 	debug("request %u: write \"%s\" (handle %d) off %llu len %u", id,
 	    handle_name(h), handle_index(h), (unsigned long long)off, len);
-	if (h == NULL) {
-		status = SSH_FX_FAILURE;
-	} else if (off > (uint64_t)INT64_MAX - len) {
-		status = SSH_FX_BAD_MESSAGE;
-	} else if (!(h->flags & O_APPEND) && bad_offset(h, off)) {
-		status = errno_to_status(errno);
-	} else if (write_full(h, data, len, (off_t)off) == -1) {
-		/* Saved first: error() may change errno. */
-		e = errno;
-		status = errno_to_status(e);
-		error(OPENSSH_FN("process_write") "write \"%.100s\": %s", h->path,
-		    strerror(e));
-		if (h->io_errno == 0)
-			h->io_errno = e;
-	} else if (!(h->flags & O_APPEND)) {
-		track(h, off, len);
+	if (h == NULL)
+		return SSH_FX_FAILURE;
+	if (off > (uint64_t)INT64_MAX - len)
+		return SSH_FX_BAD_MESSAGE;
+	if (!(h->flags & O_APPEND) && bad_offset(h, off))
+		return errno_to_status(errno);
+	if (deferring() || slow()) {
+		/* The data stays where it lies until the job is answered. */
+		j = new_job(OP_WRITE, id, h, 0);
+		j->data = data;
+		j->len = len;
+		j->off = (h->flags & O_APPEND) ? FILEIO_APPEND : (off_t)off;
+		ibuf_pin(ss->in);
+		return start_job(j, 0);
 	}
-	return status;
+	if (concurrent())
+		timing_start(&t, 0);
+	r = write_full(h, data, len, (off_t)off);
+	e = errno;	/* before anything else can change it */
+	if (concurrent())
+		note_latency(timing_waited(&t));
+	return write_result(h, off, len, r, e);
+}
+
+/* A WRITE's job is done: its data is let go, its bytes counted. */
+static uint32_t
+write_answer(struct job *j)
+{
+	struct handle *h = j->owner;
+
+	ibuf_unpin(ss->in);
+	h->bytes_written += j->written;
+	return write_result(h, j->off == FILEIO_APPEND ? 0 : (uint64_t)j->off,
+	    (uint32_t)j->len, (int)j->n, j->err);
+}
+
+/* What STAT, LSTAT and FSTAT answer after r (-1: errno e). */
+static uint32_t
+stat_result(uint32_t id, int r, int e, const struct stat *st)
+{
+	struct sftp_attrs a;
+
+	if (r == -1)
+		return errno_to_status(e);
+	attrs_from_stat(st, &a);
+	return reply_attrs(id, &a);
 }
 
 static uint32_t
 do_stat(uint32_t id, struct cursor *c, int follow)
 {
-	struct sftp_attrs a;
 	struct stat st;
+	struct job *j;
+	struct timing t;
 	int r;
 
 	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
 		return PARSE_ERROR;
 	debug3("request %u: %sstat", id, follow ? "" : "l");
 	verbose("%sstat name \"%s\"", follow ? "" : "l", path1);
+	if (deferring() || slow()) {
+		j = new_job(follow ? OP_STAT : OP_LSTAT, id, NULL,
+		    strlen(path1) + 1);
+		memcpy(j->buf, path1, strlen(path1) + 1);
+		return start_job(j, 0);
+	}
+	if (concurrent())
+		timing_start(&t, 0);
 	r = fs_stat(path1, &st, follow);
-	if (r == -1)
-		return errno_to_status(errno);
-	attrs_from_stat(&st, &a);
-	return reply_attrs(id, &a);
+	if (concurrent())
+		note_latency(timing_waited(&t));
+	return stat_result(id, r, errno, &st);
 }
 
 /* uint32 id, string path */
@@ -827,9 +1271,9 @@ process_stat(uint32_t id, struct cursor *c)
 static uint32_t
 process_fstat(uint32_t id, struct cursor *c)
 {
-	struct sftp_attrs a;
 	struct handle *h;
 	struct stat st;
+	struct timing t;
 	int r;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -839,10 +1283,14 @@ process_fstat(uint32_t id, struct cursor *c)
 	    handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
-	if (fstat(h->fd, &st) == -1)
-		return errno_to_status(errno);
-	attrs_from_stat(&st, &a);
-	return reply_attrs(id, &a);
+	if (deferring() || slow())
+		return start_job(new_job(OP_FSTAT, id, h, 0), 0);
+	if (concurrent())
+		timing_start(&t, 0);
+	r = fstat(h->fd, &st);
+	if (concurrent())
+		note_latency(timing_waited(&t));
+	return stat_result(id, r, errno, &st);
 }
 
 static void
@@ -978,6 +1426,116 @@ process_opendir(uint32_t id, struct cursor *c)
 }
 
 /*
+ * Adds up to READDIR_BATCH - rep->count names of h to the NAME reply, each
+ * stat'ed here, skipping those that vanished.
+ */
+static void
+readdir_here(struct handle *h, struct reply *rep, time_t now)
+{
+	char longname[LONGNAME_MAX];
+	struct sftp_attrs a;
+	struct dirent *de;
+	struct stat st;
+
+	while (rep->count < READDIR_BATCH) {
+		errno = 0;
+		if ((de = readdir(h->dir)) == NULL)
+			break;
+		if (fs_stat_entry(h->fd, de->d_name, &st) == -1)
+			continue;
+		attrs_from_stat(&st, &a);
+		attrs_longname(longname, de->d_name, &st, now);
+		/* Cannot fail: 100 entries of at most 2.3 KiB fit a message. */
+		queued(pkt_name_add(oq, rep, de->d_name, longname, &a));
+	}
+}
+
+/* The NAME reply of READDIR, or EOF when it holds no name. */
+static uint32_t
+readdir_end(uint32_t id, struct reply *rep)
+{
+	if (rep->count == 0) {
+		pkt_cancel(oq, rep);
+		return SSH_FX_EOF;
+	}
+	pkt_name_end(oq, rep);
+	debug("request %u: sent names count %u", id, rep->count);
+	return REPLIED;
+}
+
+/*
+ * READDIR as jobs: the next names read here, their lstats split among
+ * workers (see struct dirbatch).
+ */
+static uint32_t
+readdir_job(struct handle *h, uint32_t id)
+{
+	struct dirbatch *db;
+	struct dirent *de;
+	struct job *first, *j;
+	unsigned nparts, per;
+	size_t len;
+
+	first = new_job(OP_DIRSTAT, id, h, sizeof *db);
+	db = first->shared = first->buf;
+	db->count = 0;
+	while (db->count < READDIR_BATCH) {
+		errno = 0;
+		if ((de = readdir(h->dir)) == NULL)
+			break;
+		len = strlen(de->d_name);
+		if (len > NAME_MAX)
+			continue;	/* never: the kernel's limit */
+		memcpy(db->e[db->count].name, de->d_name, len + 1);
+		db->count++;
+	}
+	nparts = (db->count + DIRSTAT_SLICE - 1) / DIRSTAT_SLICE;
+	if (nparts > jobs_max_workers())
+		nparts = jobs_max_workers();
+	if (nparts == 0)
+		nparts = 1;
+	per = (db->count + nparts - 1) / nparts;
+	first->parts = nparts - 1;
+	for (unsigned i = 0; i < nparts; i++) {
+		j = i == 0 ? first : new_job(OP_DIRSTAT, id, h, 0);
+		j->shared = db;
+		j->off = (off_t)(i * per);
+		j->len = i * per >= db->count ? 0 :
+		    db->count - i * per < per ? db->count - i * per : per;
+		(void)start_job(j, 0);
+	}
+	return DEFERRED;
+}
+
+/* READDIR's jobs are done: the NAME reply from the batch. */
+static uint32_t
+readdir_answer(struct job *j)
+{
+	char longname[LONGNAME_MAX];
+	struct dirbatch *db = j->shared;
+	struct sftp_attrs a;
+	struct reply rep;
+	time_t now = time(NULL);
+	int r;
+
+	if ((r = pkt_name_begin(oq, &rep, j->id)) != 0) {
+		queued(r);
+		return REPLIED;
+	}
+	for (unsigned i = 0; i < db->count; i++) {
+		if (db->e[i].r == -1)
+			continue;	/* vanished since */
+		attrs_from_stat(&db->e[i].st, &a);
+		attrs_longname(longname, db->e[i].name, &db->e[i].st, now);
+		queued(pkt_name_add(oq, &rep, db->e[i].name, longname, &a));
+	}
+	/* Every name vanished: the listing is not at its end. */
+	if (rep.count == 0 && db->count > 0)
+		readdir_here(j->owner, &rep, now);
+	return readdir_end(j->id, &rep);
+}
+
+/*
  * uint32 id, string handle
  *
  * Up to READDIR_BATCH names, each stat'ed relative to the directory's own
@@ -986,13 +1544,10 @@ process_opendir(uint32_t id, struct cursor *c)
 static uint32_t
 process_readdir(uint32_t id, struct cursor *c)
 {
-	char longname[LONGNAME_MAX];
-	struct sftp_attrs a;
-	struct dirent *de;
 	struct handle *h;
 	struct reply rep;
-	struct stat st;
-	time_t now;
+	struct timing t;
+	int64_t ns;
 	int r;
 
 	h = get_handle(c, HANDLE_DIR, &r);
@@ -1002,29 +1557,23 @@ process_readdir(uint32_t id, struct cursor *c)
 	    handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
-	now = time(NULL);
+	if (deferring() || slow())
+		return readdir_job(h, id);
 	if ((r = pkt_name_begin(oq, &rep, id)) != 0) {
 		queued(r);
 		return REPLIED;
 	}
-	while (rep.count < READDIR_BATCH) {
-		errno = 0;
-		if ((de = readdir(h->dir)) == NULL)
-			break;
-		if (fs_stat_entry(h->fd, de->d_name, &st) == -1)
-			continue;
-		attrs_from_stat(&st, &a);
-		attrs_longname(longname, de->d_name, &st, now);
-		/* Cannot fail: 100 entries of at most 2.3 KiB fit a message. */
-		queued(pkt_name_add(oq, &rep, de->d_name, longname, &a));
+	/* A batch of lstats is timed whole, and always: it is many calls. */
+	if (concurrent())
+		timing_start(&t, 1);
+	readdir_here(h, &rep, time(NULL));
+	/* Each name was a call: the batch counts as rep.count of them. */
+	if (concurrent() && rep.count > 0) {
+		ns = timing_waited(&t);
+		for (unsigned i = 0; i < rep.count; i++)
+			note_latency(ns >= 0 ? ns / rep.count : ns);
 	}
-	if (rep.count == 0) {
-		pkt_cancel(oq, &rep);
-		return SSH_FX_EOF;
-	}
-	pkt_name_end(oq, &rep);
-	debug("request %u: sent names count %u", id, rep.count);
-	return REPLIED;
+	return readdir_end(id, &rep);
 }
 
 /* uint32 id, string filename */
@@ -1823,6 +2372,123 @@ one_reply(const char *name, uint32_t id, uint64_t before)
 }
 
 /*
+ * Whether the work of an earlier request in flight, j, and of a new one
+ * (op on [off, off+len), through handle h) may run at once: the ordering
+ * rule at the top of this file.
+ */
+static int
+independent(const struct job *j, int op, struct handle *h, uint64_t off,
+    uint64_t len)
+{
+	struct handle *jh = j->owner;
+	uint64_t wend, roff;
+	int other;
+
+	if (jobs_done(j))
+		return 1;	/* its system call returned */
+	if (j->op != OP_WRITE && op != OP_WRITE)
+		return 1;	/* neither changes anything */
+	if ((j->op == OP_WRITE && (jh->flags & O_APPEND)) ||
+	    (op == OP_WRITE && (h->flags & O_APPEND)))
+		return 0;	/* the kernel picks the offset */
+	if (j->op == OP_WRITE && op == OP_WRITE)
+		return (uint64_t)j->off + j->len <= off ||
+		    off + len <= (uint64_t)j->off;
+	if (j->op == OP_WRITE) {
+		wend = (uint64_t)j->off + j->len;
+		other = op;
+		roff = off;
+	} else {
+		wend = off + len;
+		other = j->op;
+		roff = (uint64_t)j->off;
+	}
+	if (other != OP_READ)
+		return 0;	/* FSTAT, STAT, LSTAT: sizes, any file */
+	return wend <= roff;
+}
+
+/* Whether op may start beside every request in flight. */
+static int
+independent_of_all(int op, struct handle *h, uint64_t off, uint64_t len)
+{
+	for (unsigned i = 0; i < jobs_count(); i++)
+		if (!independent(jobs_at(i), op, h, off, len))
+			return 0;
+	return 1;
+}
+
+/*
+ * Whether the request c holds may start now, while requests are in flight:
+ * one of those that can be a job (READ, WRITE, FSTAT, STAT, LSTAT,
+ * READDIR), well
+ * formed, permitted, on a valid handle and offset, with room for its job,
+ * and independent of everything in flight.  Anything else (a barrier, or a
+ * request that would be answered at once with an error) waits until
+ * nothing is in flight.  Reads c's fields from a copy; logs nothing.
+ */
+static int
+may_start(struct cursor c)
+{
+	const struct request *rq;
+	const uint8_t *data;
+	struct handle *h = NULL;
+	uint32_t id, slot, gen, len = 0;
+	uint64_t off = 0;
+	uint8_t type;
+	int op;
+
+	if (pkt_get_u8(&c, &type) != 0 || pkt_get_u32(&c, &id) != 0 ||
+	    (rq = by_type[type]) == NULL ||
+	    refusal(rq->name, rq->flags) != PERMITTED)
+		return 0;
+	switch (type) {
+	case SSH_FXP_READ:
+	case SSH_FXP_WRITE:
+	case SSH_FXP_FSTAT:
+		if (pkt_get_handle(&c, &slot, &gen) != 0 ||
+		    (h = handle_lookup(&handles, slot, gen, HANDLE_FILE)) ==
+		    NULL)
+			return 0;
+		break;
+	case SSH_FXP_READDIR:
+		/* Its names are read here, now: nothing in flight renames. */
+		if (pkt_get_handle(&c, &slot, &gen) != 0 ||
+		    handle_lookup(&handles, slot, gen, HANDLE_DIR) == NULL ||
+		    jobs_count() + READDIR_BATCH / DIRSTAT_SLICE + 1 >=
+		    JOBS_RING)
+			return 0;
+		return jobs_room(sizeof(struct dirbatch)) &&
+		    independent_of_all(OP_DIRSTAT, NULL, 0, 0);
+	case SSH_FXP_STAT:
+	case SSH_FXP_LSTAT:
+		if (pkt_get_string(&c, &data, &len) != 0 || len >= PATH_MAX ||
+		    memchr(data, '\0', len) != NULL)
+			return 0;
+		op = type == SSH_FXP_STAT ? OP_STAT : OP_LSTAT;
+		return jobs_room((size_t)len + 1) &&
+		    independent_of_all(op, NULL, 0, 0);
+	default:
+		return 0;
+	}
+	if (type == SSH_FXP_FSTAT)
+		return jobs_room(0) && independent_of_all(OP_FSTAT, h, 0, 0);
+	if (pkt_get_u64(&c, &off) != 0 || off >= (uint64_t)1 << 40)
+		return 0;	/* bad_offset() may seek: alone */
+	if (type == SSH_FXP_READ) {
+		if (pkt_get_u32(&c, &len) != 0)
+			return 0;
+		if (len > SFTP_MAX_READ)
+			len = SFTP_MAX_READ;
+		return jobs_room(len) &&
+		    independent_of_all(OP_READ, h, off, len);
+	}
+	if (pkt_get_string(&c, &data, &len) != 0)
+		return 0;
+	return jobs_room(0) && independent_of_all(OP_WRITE, h, off, len);
+}
+
+/*
  * One request: every request gets exactly one reply.  Unlike OpenSSH, an
  * unknown packet type is answered with OP_UNSUPPORTED (OpenSSH says
  * nothing and the client waits forever), and a request whose fields do not
@@ -1834,8 +2500,11 @@ requests_process(struct cursor *c)
 	const struct request *rq;
 	uint32_t id, status;
 	uint64_t before = oq->nreplies;
+	int in_flight = deferring();
 	uint8_t type;
 
+	if (in_flight && !may_start(*c))
+		return REQUESTS_WAIT;
 	if (pkt_get_u8(c, &type) != 0)
 		abort();	/* ibuf_next() never yields an empty body */
 	if (type == SSH_FXP_INIT) {
@@ -1867,10 +2536,105 @@ requests_process(struct cursor *c)
 		    rq->name);
 		return REQUESTS_STOP;
 	}
+	if (status == DEFERRED) {
+		if (oq->nreplies != before)
+			abort();
+		return 0;
+	}
+	if (in_flight)
+		abort();	/* may_start() let through what answers now */
 	if (status != REPLIED)
 		(void)reply_status(id, status, NULL);
 	one_reply(rq != NULL ? rq->name : "unknown", id, before);
 	return 0;
+}
+
+/* The reply of a job that is done, as its handler would have queued it. */
+static void
+answer(struct job *j)
+{
+	uint64_t before = oq->nreplies;
+	uint32_t status;
+
+	if (j->ns >= 0 && j->op != OP_DIRSTAT)
+		note_latency(j->ns);
+	for (size_t i = 0; j->ns >= 0 && j->op == OP_DIRSTAT && i < j->len; i++)
+		note_latency(j->ns / (int64_t)j->len);
+	switch (j->op) {
+	case OP_READ:
+		status = read_answer(j);
+		break;
+	case OP_WRITE:
+		status = write_answer(j);
+		break;
+	case OP_FSTAT:
+	case OP_STAT:
+	case OP_LSTAT:
+		status = stat_result(j->id, (int)j->n, j->err, &j->st);
+		break;
+	case OP_DIRSTAT:
+		status = readdir_answer(j);
+		break;
+	default:
+		abort();
+	}
+	if (status != REPLIED)
+		(void)reply_status(j->id, status, NULL);
+	one_reply("deferred", j->id, before);
+}
+
+/* Whether the parts of j (the jobs after it) are done too. */
+static int
+parts_done(const struct job *j)
+{
+	for (unsigned i = 1; i <= j->parts; i++)
+		if (!jobs_done(jobs_at(i)))
+			return 0;
+	return 1;
+}
+
+void
+requests_reap(void)
+{
+	unsigned parts;
+	struct job *j;
+
+	if (jobs_count() == 0)
+		return;
+	(void)jobs_collect();
+	while (oq_pending(oq) < OQ_HIWAT && (j = jobs_head()) != NULL &&
+	    parts_done(j)) {
+		parts = j->parts;
+		answer(j);
+		jobs_retire();
+		/* Its parts: their work is in the reply already. */
+		for (unsigned i = 0; i < parts; i++)
+			jobs_retire();
+	}
+}
+
+unsigned
+requests_in_flight(void)
+{
+	return jobs_count();
+}
+
+int
+requests_wait_fd(void)
+{
+	return jobs_running() > 0 ? jobs_fd() : -1;
+}
+
+void
+requests_wait(void)
+{
+	jobs_wait();
+}
+
+void
+requests_idle(void)
+{
+	jobs_idle();
 }
 
 int
@@ -1879,9 +2643,12 @@ requests_init(const struct session *s, struct oqueue *q)
 	ss = s;
 	oq = q;
 	init_done = 0;
+	waiting = 0;
+	streak = 0;
 	for (size_t i = 0; i < NREQUESTS; i++)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];
+	(void)jobs_init(run_job, s->storage_ops);
 	return handle_table_init(&handles, handle_limit());
 }
 
@@ -1911,6 +2678,7 @@ requests_print_names(void)
 void
 requests_free(void)
 {
+	jobs_free();
 	handle_table_free(&handles);
 }
 #endif

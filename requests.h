@@ -23,6 +23,13 @@ struct session {
 	const char *allow_list;		/* -p, or NULL */
 	const char *user_name;
 	const char *user_home;
+	/*
+	 * -T: storage operations in flight at once; 0 or 1 runs requests
+	 * one at a time, as OpenSSH.  in is the input buffer, whose WRITE
+	 * data a worker writes out in place (pinned meanwhile).
+	 */
+	unsigned storage_ops;
+	struct ibuf *in;
 };
 
 /*
@@ -47,6 +54,12 @@ enum session_exit {
  * the session must end (the stop check of fileio.h said so).
  */
 #define REQUESTS_STOP	(-1)
+/*
+ * requests_process(): the request cannot start yet: it depends on requests
+ * still in flight (see the ordering rule in requests.c).  Nothing of it was
+ * consumed or logged; the loop offers it again once some have finished.
+ */
+#define REQUESTS_WAIT	(-2)
 
 /*
  * Starts the requests of a session: replies go to oq.  s must outlive the
@@ -55,12 +68,30 @@ enum session_exit {
 int	requests_init(const struct session *s, struct oqueue *oq);
 /*
  * Answers the request whose body (type byte first) c covers: exactly one
- * reply is queued, or none for a request that ends the session.  Returns 0,
- * the exit status that ends the session (SESSION_FATAL), or REQUESTS_STOP.
- * A reply that does not fit the queue, or a request that got no reply or
- * two, is a bug: it aborts.
+ * reply is queued, or none for a request that ends the session, or none
+ * yet for a request handed to a worker (requests_reap() queues it, in
+ * request order).  Returns 0, the exit status that ends the session
+ * (SESSION_FATAL), REQUESTS_STOP or REQUESTS_WAIT.  A reply that does not
+ * fit the queue, or a request that got no reply or two, is a bug: it
+ * aborts.
  */
 int	requests_process(struct cursor *c);
+/*
+ * Queues the replies of the requests in flight that are done, in request
+ * order, while the queue is below OQ_HIWAT.
+ */
+void	requests_reap(void);
+/* Requests in flight: handed off, not yet answered. */
+unsigned	requests_in_flight(void);
+/*
+ * A descriptor to poll(2) for the end of work in a worker, or -1 while no
+ * work runs in one.
+ */
+int	requests_wait_fd(void);
+/* Waits until some work in a worker ends (none: returns at once). */
+void	requests_wait(void);
+/* The session is idle: the workers end and give back what they held. */
+void	requests_idle(void);
 /* Closes every open handle, logging each as a "forced" close. */
 void	requests_close_all(void);
 /* Prints the name of every request, one per line (-Q requests). */

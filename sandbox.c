@@ -242,7 +242,9 @@ enum rule_kind {
 	R_SELF,		/* allowed at the process itself: argument 0 is its pid */
 	R_ARG0,		/* allowed when argument 0 is the rule's value */
 	R_NOEXEC,	/* allowed without PROT_EXEC in argument 2 */
-	R_SOCKETCALL	/* allowed for the operations in socketcall_ops[] */
+	R_SOCKETCALL,	/* allowed for the operations in socketcall_ops[] */
+	R_THREAD,	/* clone(2) with the C library's thread flags alone */
+	R_ENOSYS	/* ENOSYS, as an unknown call: libc falls back */
 };
 
 struct rule {
@@ -255,6 +257,27 @@ struct rule {
 #define REFUSE(name)	{ __NR_##name, R_REFUSE, 0 }
 
 /*
+ * The flags pthread_create() passes to clone(2): glibc's, and musl's with
+ * CLONE_DETACHED.  A new thread shares everything; anything else (a new
+ * process, new namespaces) is refused.  s390x takes the stack first and
+ * the flags second.
+ */
+#define SB_CLONE_THREAD	(0x00000100 | 0x00000200 | 0x00000400 | \
+    0x00000800 | 0x00010000 | 0x00040000 | 0x00080000 | 0x00100000 | \
+    0x00200000)	/* CLONE_VM FS FILES SIGHAND THREAD SYSVSEM SETTLS
+			   PARENT_SETTID CHILD_CLEARTID */
+#ifdef __GLIBC__
+#define SB_CLONE_FLAGS	SB_CLONE_THREAD
+#else
+#define SB_CLONE_FLAGS	(SB_CLONE_THREAD | 0x00400000)	/* CLONE_DETACHED */
+#endif
+#ifdef __s390x__
+#define SB_CLONE_FLAGS_ARG	1
+#else
+#define SB_CLONE_FLAGS_ARG	0
+#endif
+
+/*
  * The allow-list: every system call the server makes once it serves, with
  * what makes it.  The most frequent come first, as the filter tests them
  * in order.  Names differ between architectures and C libraries (glibc,
@@ -265,6 +288,9 @@ static const struct rule rules[] = {
 	ALLOW(read),		/* requests on stdin; NSS reads its files */
 	ALLOW(write),		/* replies; log lines (-e); the transfer log */
 	ALLOW(pread64),		/* READ, check-file, copy-data by hand */
+#ifdef __NR_preadv2
+	ALLOW(preadv2),		/* READ from the page cache, not waiting */
+#endif
 	ALLOW(pwrite64),	/* WRITE, copy-data by hand */
 #ifdef __NR_poll
 	ALLOW(poll),		/* waits for input, for stdout to drain */
@@ -515,7 +541,28 @@ static const struct rule rules[] = {
 	{ __NR_tgkill, R_SELF, 0 },	/* raise() in glibc */
 	{ __NR_tkill, R_SELF, 0 },	/* raise() in musl */
 	ALLOW(exit_group),	/* the end of the session: _exit() */
-	ALLOW(exit),		/* _exit()'s fallback in libc */
+	ALLOW(exit),		/* _exit()'s fallback in libc; a worker's end */
+
+	/*
+	 * The storage workers (jobs.c): threads, made while storage waits
+	 * and ended when the session is idle, and the eventfd through which
+	 * they wake the loop.  clone3(2) takes its flags in memory, where a
+	 * filter cannot look: refused as unknown, glibc then calls clone(2),
+	 * whose flags it can.
+	 */
+	{ __NR_clone, R_THREAD, SB_CLONE_FLAGS },	/* pthread_create() */
+#ifdef __NR_clone3
+	{ __NR_clone3, R_ENOSYS, 0 },	/* glibc tries it first */
+#endif
+	ALLOW(set_robust_list),	/* a new thread, in glibc */
+#ifdef __NR_rseq
+	ALLOW(rseq),		/* a new thread, in glibc 2.35 and later */
+#endif
+#ifdef __NR_membarrier
+	ALLOW(membarrier),	/* musl's thread list, at a thread's end */
+#endif
+	ALLOW(eventfd2),	/* a worker wakes the loop's poll(2) */
+	ALLOW(getrusage),	/* whether a slow storage call slept */
 
 #ifdef SB_ASAN
 	/*
@@ -525,6 +572,8 @@ static const struct rule rules[] = {
 	 * with _exit().
 	 */
 	ALLOW(sigaltstack),
+	/* Its record of a new thread: pthread_getattr_np(). */
+	ALLOW(sched_getaffinity),
 #endif
 #ifdef SFTP_FUZZ
 	/*
@@ -569,8 +618,9 @@ static const struct rule rules[] = {
 #endif /* SFTP_FUZZ */
 
 	/*
-	 * Never, with EPERM: running a program, making a process or a
-	 * thread, reaching into another process, listening, mounting,
+	 * Never, with EPERM: running a program, making a process (clone(2)
+	 * other than a thread's, above), reaching into another process,
+	 * listening, mounting,
 	 * loading kernel code, the kernel's other interpreters and queues,
 	 * changing identity or namespace.
 	 */
@@ -583,10 +633,6 @@ static const struct rule rules[] = {
 #endif
 #ifdef __NR_vfork
 	REFUSE(vfork),
-#endif
-	REFUSE(clone),
-#ifdef __NR_clone3
-	REFUSE(clone3),
 #endif
 	REFUSE(ptrace),
 	REFUSE(process_vm_readv),
@@ -864,6 +910,17 @@ emit_rule(struct prog *p, const struct rule *r, uint32_t pid)
 		emit(p, BPF_JSET, 0, 1, SB_PROT_EXEC);
 		emit(p, BPF_RET, 0, 0, RET_ERRNO(EPERM));
 		emit(p, BPF_RET, 0, 0, RET_ALLOW);
+		break;
+	case R_THREAD:
+		emit(p, BPF_JEQ, 0, 4, nr);
+		emit(p, BPF_LD_ABS, 0, 0, SD_ARG_LO(SB_CLONE_FLAGS_ARG));
+		emit(p, BPF_JEQ, 0, 1, r->value);
+		emit(p, BPF_RET, 0, 0, RET_ALLOW);
+		emit(p, BPF_RET, 0, 0, RET_ERRNO(EPERM));
+		break;
+	case R_ENOSYS:
+		emit(p, BPF_JEQ, 0, 1, nr);
+		emit(p, BPF_RET, 0, 0, RET_ERRNO(ENOSYS));
 		break;
 	case R_SOCKETCALL:
 #ifdef __NR_socketcall

@@ -31,6 +31,7 @@
 
 #include "fileio.h"
 #include "fs.h"
+#include "jobs.h"
 #include "log.h"
 #include "packet.h"
 #include "path.h"
@@ -47,6 +48,14 @@
  * its chunks, whether the client is still there.
  */
 #define STOP_CHECK_MS	100
+/*
+ * -T: storage operations in flight at once, unless told otherwise: as many
+ * as OpenSSH's sftp client keeps requests in flight.
+ */
+#define STORAGE_OPS_DEFAULT	64
+/* What wait_input() saw. */
+#define WOKE_INPUT	0x1
+#define WOKE_JOBS	0x2
 
 /* The options, as parse_options() reads them. */
 struct options {
@@ -76,6 +85,7 @@ static int out_nonblock = -1;
 static void cleanup_exit(int) __attribute__((noreturn));
 static void end_by_signal(void) __attribute__((noreturn));
 static int wait_output(void);
+static void finish_requests(int);
 
 #ifdef SFTP_FUZZ
 #include <setjmp.h>
@@ -119,6 +129,7 @@ cleanup_exit(int status)
 {
 	int saved = errno;
 
+	finish_requests(1);
 	while (oq_flush(&oq, STDOUT_FILENO) == -1 && !got_signal &&
 	    (errno == EINTR || ((errno == EAGAIN || errno == EWOULDBLOCK) &&
 	    wait_output() == 0)))
@@ -152,6 +163,7 @@ end_by_signal(void)
 #endif
 
 	verbose("received signal %d; closing the session", sig);
+	finish_requests(0);
 	close_session(sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" :
 	    "SIGINT");
 #ifdef SFTP_FUZZ
@@ -270,6 +282,34 @@ wait_output(void)
 	return 0;
 }
 
+/*
+ * Before the session ends: every request in flight finishes (a storage
+ * call cannot be taken back) and is answered, so that its bytes count in
+ * the logs.  With send, the replies are written out as the queue fills;
+ * without (a signal, a client gone), or once stdout fails, dropped.
+ */
+static void
+finish_requests(int send)
+{
+	while (requests_in_flight() > 0) {
+		requests_reap();
+		if (requests_in_flight() == 0)
+			break;
+		if (oq_pending(&oq) < OQ_HIWAT) {
+			requests_wait();
+			continue;
+		}
+		while (send && oq_flush(&oq, STDOUT_FILENO) == -1 &&
+		    !got_signal && (errno == EINTR || ((errno == EAGAIN ||
+		    errno == EWOULDBLOCK) && wait_output() == 0)))
+			;
+		if (oq_pending(&oq) > 0) {
+			oq_drop(&oq);
+			send = 0;
+		}
+	}
+}
+
 /* Milliseconds from a to b. */
 static long
 elapsed_ms(const struct timespec *a, const struct timespec *b)
@@ -310,28 +350,31 @@ must_stop(void)
 }
 
 /*
- * Waits until stdin has input, for at most timeout ms (-1: no limit).
- * Returns 1 when it has, 0 on timeout, -1 when a signal (not one that ends
- * the session) cut the wait short.  When stdout's reader is gone no
- * reply can ever be sent, so the session ends there, whatever it waits
- * for.  A signal ends the session: the end signals are blocked from the
- * last look at the flag until ppoll() takes them, so none is missed.
+ * Waits until stdin has input (when want_input), or work in a worker ends,
+ * for at most timeout ms (-1: no limit).  Returns WOKE_INPUT, WOKE_JOBS or
+ * both, 0 on timeout, -1 when a signal (not one that ends the session) cut
+ * the wait short.  When stdout's reader is gone no reply can ever be
+ * sent, so the session ends there, whatever it waits for.  A signal ends
+ * the session: the end signals are blocked from the last look at the flag
+ * until ppoll() takes them, so none is missed.
  */
 static int
-wait_input(int timeout)
+wait_input(int timeout, int want_input)
 {
-	struct pollfd pfd[2];
+	struct pollfd pfd[3];
 	sigset_t old;
-	int n, e;
+	int n, e, woke = 0;
 
-	pfd[0].fd = STDIN_FILENO;
+	pfd[0].fd = want_input ? STDIN_FILENO : -1;
 	pfd[0].events = POLLIN;
 	pfd[1].fd = STDOUT_FILENO;
 	pfd[1].events = 0;	/* POLLERR and POLLHUP come unasked */
+	pfd[2].fd = requests_wait_fd();
+	pfd[2].events = POLLIN;
 	(void)sigprocmask(SIG_BLOCK, &end_signals, &old);
 	if (got_signal)
 		end_by_signal();
-	n = sys_ppoll(pfd, 2, timeout, &old);
+	n = sys_ppoll(pfd, 3, timeout, &old);
 	e = errno;
 	(void)sigprocmask(SIG_SETMASK, &old, NULL);
 	if (n == -1 && e == EINTR && got_signal)
@@ -343,12 +386,16 @@ wait_input(int timeout)
 		cleanup_exit(SESSION_POLL);
 	}
 	if (pfd[0].revents != 0)
-		return 1;	/* input, or its end: read it */
+		woke |= WOKE_INPUT;	/* input, or its end: read it */
+	if (pfd[2].revents != 0)
+		woke |= WOKE_JOBS;
+	if (woke != 0)
+		return woke;
 	if (pfd[1].revents & (POLLERR | POLLHUP)) {
 		debug("output closed");
 		cleanup_exit(SESSION_OK);
 	}
-	return n > 0;
+	return 0;
 }
 
 /*
@@ -359,34 +406,74 @@ wait_input(int timeout)
 static void
 go_idle(void)
 {
+	requests_idle();
 	ibuf_release(&ib);
 	oq_release(&oq);
 	fileio_release();
 	pipes_idle();
 }
 
+/* Reads what stdin has into the input buffer; its end ends the session. */
+static void
+read_input(void)
+{
+	ssize_t n;
+
+	if ((n = ibuf_read(&ib, STDIN_FILENO)) == 0) {
+		debug("read eof");
+		cleanup_exit(SESSION_OK);
+	}
+	if (n == -1 && (errno == EINTR || errno == EAGAIN ||
+	    errno == EWOULDBLOCK)) {
+		if (got_signal)
+			end_by_signal();
+		return;		/* wait again */
+	}
+	if (n == -1) {
+		error("read: %s", strerror(errno));
+		cleanup_exit(SESSION_ERROR);
+	}
+	pipes_read((size_t)n);
+}
+
+/*
+ * The loop.  Requests are taken in order; one that depends on requests
+ * still in flight (REQUESTS_WAIT) is held, and nothing after it is taken,
+ * until they have finished.  While requests are in flight the loop waits
+ * for them as well as for input, and stays awake (no idle) until they are
+ * answered.
+ */
 static void
 serve(void)
 {
-	struct cursor c;
+	struct cursor c, held;
 	uint32_t len;
-	ssize_t n;
-	int r, timeout;
+	int r, timeout, holding = 0;
 
+	memset(&held, 0, sizeof held);
 	for (;;) {
 		if (got_signal)
 			end_by_signal();
+		requests_reap();
 		/* Answer every complete request while the queue has room. */
-		while (oq_pending(&oq) < OQ_HIWAT &&
-		    (r = ibuf_next(&ib, &c, &len)) != 0) {
-			if (r < 0) {
+		while (oq_pending(&oq) < OQ_HIWAT) {
+			if (holding) {
+				c = held;
+			} else if ((r = ibuf_next(&ib, &c, &len)) == 0) {
+				break;
+			} else if (r < 0) {
 				error("bad message from %s local user %s",
 				    client_addr, user_name);
 				cleanup_exit(len == 0 ? SESSION_FATAL :
 				    SESSION_TOOLONG);
 			}
-			if ((r = requests_process(&c)) == REQUESTS_STOP &&
-			    got_signal)
+			if ((r = requests_process(&c)) == REQUESTS_WAIT) {
+				held = c;
+				holding = 1;
+				break;
+			}
+			holding = 0;
+			if (r == REQUESTS_STOP && got_signal)
 				end_by_signal();
 			if (r == REQUESTS_STOP)
 				cleanup_exit(SESSION_OK);	/* gone */
@@ -395,29 +482,24 @@ serve(void)
 		}
 		if (oq_pending(&oq) > 0)
 			flush_replies();
-		if (oq_pending(&oq) == 0 && ibuf_ready(&ib))
+		if (oq_pending(&oq) == 0 && !holding && ibuf_ready(&ib))
 			continue;
+		if (requests_in_flight() > 0) {
+			if (requests_wait_fd() == -1)
+				continue;	/* all done: answer them */
+			if (wait_input(-1, !holding && ibuf_can_read(&ib)) &
+			    WOKE_INPUT)
+				read_input();
+			continue;
+		}
+		if (holding)
+			continue;	/* it can start now */
 		if ((timeout = pipes_wait()) == 0) {
 			go_idle();
 			continue;
 		}
-		if (wait_input(timeout) != 1)
-			continue;	/* the window ended, or a signal came */
-		if ((n = ibuf_read(&ib, STDIN_FILENO)) == 0) {
-			debug("read eof");
-			cleanup_exit(SESSION_OK);
-		}
-		if (n == -1 && (errno == EINTR || errno == EAGAIN ||
-		    errno == EWOULDBLOCK)) {
-			if (got_signal)
-				end_by_signal();
-			continue;	/* wait_input() again */
-		}
-		if (n == -1) {
-			error("read: %s", strerror(errno));
-			cleanup_exit(SESSION_ERROR);
-		}
-		pipes_read((size_t)n);
+		if (wait_input(timeout, 1) & WOKE_INPUT)
+			read_input();	/* else the window ended, or a signal */
 	}
 }
 
@@ -427,7 +509,8 @@ usage(void)
 	fprintf(stderr,
 	    "usage: %s [-ehRS] [-d start_directory] [-f log_facility] "
 	    "[-l log_level]\n\t[-L transfer_log] [-P denied_requests] "
-	    "[-p allowed_requests] [-r root_directory] [-u umask]\n"
+	    "[-p allowed_requests] [-r root_directory]\n\t[-T storage_ops] "
+	    "[-u umask]\n"
 	    "       %s -Q protocol_feature\n", progname, progname);
 	exit(SESSION_ERROR);
 }
@@ -557,13 +640,14 @@ sanitise_stdfd(void)
 static void
 parse_options(int argc, char **argv, struct options *o)
 {
+	unsigned long ops;
 	char *end;
 	long mask;
 	int ch;
 
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt(argc, argv, "d:f:L:l:P:p:Q:r:u:cehRS")) != -1) {
+	while ((ch = getopt(argc, argv, "d:f:L:l:P:p:Q:r:T:u:cehRS")) != -1) {
 		switch (ch) {
 		case 'Q':
 			if (strcasecmp(optarg, "requests") != 0) {
@@ -612,6 +696,16 @@ parse_options(int argc, char **argv, struct options *o)
 			if (sess.allow_list != NULL)
 				die("Permitted requests already set");
 			sess.allow_list = optarg;
+			break;
+		case 'T':
+			errno = 0;
+			ops = strtoul(optarg, &end, 10);
+			if (*end != '\0' || end == optarg || errno != 0 ||
+			    ops < 1 || ops > JOBS_MAX_WORKERS ||
+			    optarg[0] == '-' || optarg[0] == '+')
+				die("Invalid storage operations \"%s\": 1 to %d",
+				    optarg, JOBS_MAX_WORKERS);
+			sess.storage_ops = (unsigned)ops;
 			break;
 		case 'u':
 			errno = 0;
@@ -694,6 +788,8 @@ sftp_server_main(int argc, char **argv)
 	static char startdir[PATH_MAX], rootdir[PATH_MAX], logpath[PATH_MAX];
 
 	memset(&sess, 0, sizeof sess);
+	sess.storage_ops = STORAGE_OPS_DEFAULT;
+	sess.in = &ib;
 	sanitise_stdfd();
 	if (argc > 0 && argv[0] != NULL && argv[0][0] != '\0')
 		progname = strrchr(argv[0], '/') != NULL ?
@@ -747,7 +843,8 @@ sftp_server_main(int argc, char **argv)
 	log_session("session-open", "ok");
 	sess.user_name = user_name;
 	sess.user_home = user_home;
-	if (ibuf_init(&ib, IBUF_SOFT) == -1 || oq_init(&oq, OQ_SIZE) == -1 ||
+	if (ibuf_init_pinned(&ib, IBUF_SOFT, IBUF_HARD) == -1 ||
+	    oq_init(&oq, OQ_SIZE) == -1 ||
 	    requests_init(&sess, &oq) == -1) {
 		error("out of memory");
 		exit(SESSION_ERROR);

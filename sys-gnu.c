@@ -1,7 +1,7 @@
 /*
- * copy_file_range(2), renameat2(2), ppoll(2), F_SETPIPE_SZ and O_PATH are
- * GNU extensions in glibc, hence _GNU_SOURCE for this file; fs.c is the
- * only other file that sets it (for O_PATH).  Where the C library has no
+ * copy_file_range(2), renameat2(2), ppoll(2), preadv2(2), F_SETPIPE_SZ and
+ * O_PATH are GNU extensions in glibc, hence _GNU_SOURCE for this file; fs.c
+ * is the only other file that sets it (for O_PATH).  Where the C library has no
  * wrapper (musl has no renameat2(), and glibc's wrapper is the one a test
  * shim replaces), the system call is made through syscall(2); where Linux
  * lacks it, callers get ENOSYS and take their portable path.
@@ -12,6 +12,8 @@
 #ifdef __linux__
 #include <sys/syscall.h>
 #endif
+#include <sys/resource.h>
+#include <sys/uio.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -132,5 +134,38 @@ sys_open_dir_path(int dirfd, const char *name)
 #else
 	return openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 	    O_CLOEXEC);
+#endif
+}
+
+ssize_t
+sys_pread_nowait(int fd, void *buf, size_t len, off_t off)
+{
+#if defined(__linux__) && defined(RWF_NOWAIT)
+	struct iovec iov;
+
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	return preadv2(fd, &iov, 1, off, RWF_NOWAIT);
+#else
+	(void)fd;
+	(void)buf;
+	(void)len;
+	(void)off;
+	errno = EOPNOTSUPP;
+	return -1;
+#endif
+}
+
+long
+sys_thread_sleeps(void)
+{
+#if defined(__linux__) && defined(RUSAGE_THREAD)
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_THREAD, &ru) == -1)
+		return -1;
+	return ru.ru_nvcsw;
+#else
+	return -1;
 #endif
 }

@@ -56,4 +56,21 @@ int	sys_open_path(const char *path);
  */
 int	sys_open_dir_path(int dirfd, const char *name);
 
+/*
+ * pread(2) that does not wait for the storage: only what the page cache
+ * holds (preadv2(2) with RWF_NOWAIT).  Returns bytes read (short when the
+ * rest is not cached, 0 at end of file), or -1 with errno: EAGAIN when the
+ * read would wait; EOPNOTSUPP (or ENOSYS, EINVAL) when the file system or
+ * the kernel cannot tell, and a plain read is the answer.
+ */
+ssize_t	sys_pread_nowait(int fd, void *buf, size_t len, off_t off);
+
+/*
+ * How many times the calling thread has gone to sleep in the kernel (its
+ * voluntary context switches: getrusage(2) RUSAGE_THREAD), or -1 where
+ * that cannot be known.  A call that waited for storage slept; one that
+ * was only preempted did not.
+ */
+long	sys_thread_sleeps(void);
+
 #endif /* SYS_GNU_H */

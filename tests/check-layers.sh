@@ -7,10 +7,11 @@
 #   3  sftp-server.c sftp-server.h                 options, setup, the loop
 #   2  requests.c requests.h                       table, dispatch, handlers
 #   1  fs attrib handles path pipes xferlog        the file system, attributes,
-#      fileio sandbox rootcheck                    handles, expansions, pipes,
+#      fileio sandbox rootcheck jobs               handles, expansions, pipes,
 #                                                  the transfer log, the file
 #                                                  I/O engines, the sandbox,
-#                                                  the check of the -r root
+#                                                  the check of the -r root,
+#                                                  the storage workers
 #   0  packet log sys-gnu digest                   the wire, logging, GNU calls,
 #                                                  digests
 cd "$(dirname "$0")/.." || exit 1
@@ -21,7 +22,7 @@ layer() {
     sftp-server) echo 3 ;;
     requests) echo 2 ;;
     fs | attrib | handles | path | pipes | xferlog | fileio | sandbox | \
-        rootcheck) echo 1 ;;
+        rootcheck | jobs) echo 1 ;;
     packet | log | sys-gnu | digest) echo 0 ;;
     *) echo "" ;;
     esac

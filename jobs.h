@@ -1,0 +1,119 @@
+/*
+ * Storage work that waits, run beside the loop.  A job is one request's
+ * system calls; it is queued in request order, run by a worker thread (or
+ * by the loop itself when it will not wait), and handed back in request
+ * order, so that the replies it leads to leave in that order too.
+ *
+ * jobs.c knows threads, a ring of jobs and a ring of bytes, not files or
+ * the protocol: what a job does is the run function given to jobs_init(),
+ * and the fields below the line in struct job are the caller's.  Workers
+ * are started when work is handed off and none is free, at most the limit
+ * given, and all end at jobs_idle(): an idle session holds no thread, no
+ * descriptor and no page of the rings.
+ *
+ * Workers block every signal: the loop alone takes them.  A worker only
+ * runs the run function; everything else (handles, logs, replies) stays
+ * with the loop's thread.
+ */
+#ifndef JOBS_H
+#define JOBS_H
+
+#include <sys/types.h>
+#include <sys/stat.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Jobs queued at once, waiting or done and not yet handed back. */
+#define JOBS_RING	128
+/* Bytes of data (READ buffers, paths) that jobs hold at once. */
+#define JOBS_ARENA	(4 * 1024 * 1024)
+/* Most workers a session may have (-T). */
+#define JOBS_MAX_WORKERS	128
+
+struct job {
+	/* The caller's: what to do, and what came of it. */
+	int op;
+	int fd;
+	int flags;
+	uint32_t id;
+	void *owner;
+	off_t off;
+	size_t len;
+	uint8_t *buf;		/* the arena bytes of jobs_new() */
+	const uint8_t *data;
+	void *shared;		/* an earlier job's buf this one works in */
+	unsigned parts;		/* jobs after this one that are its parts */
+	ssize_t n;
+	int err;
+	uint64_t written;
+	int64_t ns;		/* how long its system calls took */
+	struct stat st;
+
+	/* jobs.c's. */
+	int queued;		/* handed to a worker */
+	int finished;		/* a worker is done with it (under the lock) */
+	int done;		/* the loop has seen it done */
+	size_t arena_off;
+	size_t arena_len;
+};
+
+/*
+ * Sets what a job does (run, called in a worker or in the loop's thread)
+ * and how many workers may run at once.  Returns 0.
+ */
+int	jobs_init(void (*run)(struct job *), unsigned max_workers);
+/* The limit of jobs_init(). */
+unsigned	jobs_max_workers(void);
+/*
+ * A new job at the end of the ring, zeroed, with size bytes of the arena
+ * at job->buf (none for 0).  NULL when the ring or the arena is full: the
+ * caller waits for jobs to be handed back (jobs_head(), jobs_retire()).
+ */
+struct job	*jobs_new(size_t size);
+/* Whether jobs_new(size) would succeed now. */
+int	jobs_room(size_t size);
+/*
+ * Hands the job to a worker; a worker is started when none is free and
+ * the limit allows.  When no worker can be started at all, the job is run
+ * here and is done on return.
+ */
+void	jobs_start(struct job *);
+/* Runs the job here, now: it is done on return. */
+void	jobs_run_here(struct job *);
+/* The job's work was done here by the caller: it is done. */
+void	jobs_mark_done(struct job *);
+/* Whether the loop has seen the job done. */
+int	jobs_done(const struct job *);
+/*
+ * Takes note of the jobs the workers finished: marks them done.  Returns
+ * how many were newly seen.  Clears the descriptor of jobs_fd().
+ */
+unsigned	jobs_collect(void);
+/* The oldest job, when it is done; else NULL. */
+struct job	*jobs_head(void);
+/* Removes the oldest job (done) and gives its arena bytes back. */
+void	jobs_retire(void);
+/* Jobs in the ring, and how many of them are not yet done. */
+unsigned	jobs_count(void);
+unsigned	jobs_running(void);
+/* The job i places from the oldest (i < jobs_count()). */
+struct job	*jobs_at(unsigned i);
+/*
+ * A descriptor (an eventfd) that becomes readable when a worker finishes a
+ * job, for the loop's poll(2); -1 while no worker was ever started.
+ */
+int	jobs_fd(void);
+/* Waits until a running job finishes (jobs_running() > 0). */
+void	jobs_wait(void);
+/*
+ * No job queued: ends the workers, closes the descriptor and gives back
+ * the rings' pages.  With jobs in the ring, does nothing.
+ */
+void	jobs_idle(void);
+#ifdef SFTP_FUZZ
+/* Unmaps what jobs took (after jobs_idle()): the fuzz harness. */
+void	jobs_free(void);
+#endif
+
+#endif /* JOBS_H */

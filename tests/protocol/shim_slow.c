@@ -1,0 +1,195 @@
+/*
+ * LD_PRELOAD shim for tests/protocol/test_inflight.py: storage that waits,
+ * as the server sees it.
+ *
+ *   SHIM_NOWAIT=1        preadv2() with RWF_NOWAIT fails with EAGAIN, as on
+ *                        storage whose data is not in the page cache.
+ *   SHIM_SLOW_READ_US=N  pread() at offset 0 takes N microseconds more;
+ *   SHIM_SLOW_WRITE_US=N pwrite() at offset 0 the same; SHIM_SLOW_STAT_US=N
+ *                        stat() and lstat() of a name that holds "slow":
+ *                        a later request would finish first if the server
+ *                        let it start.
+ *   SHIM_MEET=N          each pread() and pwrite() waits (at most
+ *                        SHIM_MEET_MS, default 2000) until N of them are in
+ *                        flight at once, so that a server that runs them
+ *                        one at a time is seen to.
+ *   SHIM_LOG=path        the most pread()/pwrite() calls seen in flight at
+ *                        once, written there whenever it grows.
+ *
+ * Built by the test with cc -shared -fPIC; not part of the server.
+ */
+#define _GNU_SOURCE
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int in_flight, most;
+
+static long
+env_long(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v != NULL ? atol(v) : 0;
+}
+
+static void
+pause_us(long us)
+{
+	struct timespec ts;
+
+	if (us <= 0)
+		return;
+	ts.tv_sec = us / 1000000;
+	ts.tv_nsec = (us % 1000000) * 1000;
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+static void
+note_most(int n)
+{
+	const char *path = getenv("SHIM_LOG");
+	char buf[32];
+	int fd, len;
+
+	if (path == NULL)
+		return;
+	len = snprintf(buf, sizeof buf, "%d\n", n);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) == -1)
+		return;
+	(void)write(fd, buf, (size_t)len);
+	(void)close(fd);
+}
+
+/* A data call starts: count it, and wait for company (SHIM_MEET). */
+static void
+enter(off_t off, const char *slow)
+{
+	long meet = env_long("SHIM_MEET"), ms = env_long("SHIM_MEET_MS");
+	struct timespec until;
+	int e = errno;
+
+	pthread_mutex_lock(&lock);
+	in_flight++;
+	if (in_flight > most) {
+		most = in_flight;
+		note_most(most);
+	}
+	pthread_cond_broadcast(&cond);
+	if (meet > 1) {
+		if (ms <= 0)
+			ms = 2000;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += ms / 1000;
+		until.tv_nsec += (ms % 1000) * 1000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		while (in_flight < meet && most < meet &&
+		    pthread_cond_timedwait(&cond, &lock, &until) == 0)
+			;
+	}
+	pthread_mutex_unlock(&lock);
+	if (off == 0)
+		pause_us(env_long(slow));
+	errno = e;
+}
+
+static void
+leave(void)
+{
+	int e = errno;
+
+	pthread_mutex_lock(&lock);
+	in_flight--;
+	pthread_mutex_unlock(&lock);
+	errno = e;
+}
+
+#define REAL(name) \
+	static __typeof__(name) *real_##name; \
+	if (real_##name == NULL) \
+		real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
+
+ssize_t
+pread64(int fd, void *buf, size_t n, off_t off)
+{
+	ssize_t r;
+
+	REAL(pread64);
+	enter(off, "SHIM_SLOW_READ_US");
+	r = real_pread64(fd, buf, n, off);
+	leave();
+	return r;
+}
+
+ssize_t
+pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	ssize_t r;
+
+	REAL(pwrite64);
+	enter(off, "SHIM_SLOW_WRITE_US");
+	r = real_pwrite64(fd, buf, n, off);
+	leave();
+	return r;
+}
+
+ssize_t
+preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	REAL(preadv2);
+	if ((flags & RWF_NOWAIT) && env_long("SHIM_NOWAIT")) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return real_preadv2(fd, iov, cnt, off, flags);
+}
+
+ssize_t
+preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	REAL(preadv64v2);
+	if ((flags & RWF_NOWAIT) && env_long("SHIM_NOWAIT")) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return real_preadv64v2(fd, iov, cnt, off, flags);
+}
+
+static void
+slow_name(const char *path)
+{
+	if (strstr(path, "slow") != NULL)
+		pause_us(env_long("SHIM_SLOW_STAT_US"));
+}
+
+int
+stat64(const char *path, struct stat64 *st)
+{
+	REAL(stat64);
+	slow_name(path);
+	return real_stat64(path, st);
+}
+
+int
+lstat64(const char *path, struct stat64 *st)
+{
+	REAL(lstat64);
+	slow_name(path);
+	return real_lstat64(path, st);
+}

@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""Requests in flight on storage that waits: concurrency, and the order kept.
+
+tests/protocol/shim_slow.c, preloaded into the server, makes storage wait:
+a READ finds nothing in the page cache (RWF_NOWAIT answers EAGAIN), and the
+first block of a file, or a stat of a "slow" name, takes 30 ms longer than
+anything else, so that a later request would finish first if the server
+let it start early.  Each check sends a pipeline of requests in one go and
+expects exactly the replies, and the file, of running them one at a time
+in order; where the reference server (/usr/lib/openssh/sftp-server, or
+$SFTP_REFERENCE) is there, its replies to the same stream are compared
+too.
+
+Checks:
+  reads_overlap            32 READs in flight are run by several workers at
+                           once (the shim sees two at a time), -T 1 by one
+  reads_overlap_sandboxed  the same with the sandbox on: threads allowed
+  workers_end_when_idle    an idle session holds no worker thread
+  write_then_read          a READ of bytes an earlier WRITE in flight
+                           changes waits for it; FSTAT and STAT see the size
+  read_then_write          a WRITE over bytes an earlier READ in flight
+                           returns waits for it, through one handle or two
+  overlapping_writes       overlapping WRITEs keep their order; disjoint
+                           ones may not, with the same result
+  readdir_after_write      READDIR (its lstats in workers) sees the size an
+                           earlier WRITE in flight gives; a later WRITE
+                           waits for it
+  end_of_input_in_flight   input ends with WRITEs in flight: each is
+                           answered, and counted in the close line
+  sigterm_in_flight        SIGTERM with WRITEs in flight: the close line
+                           counts every byte the file got
+
+The server runs with -S where the shim sleeps (the sandbox refuses
+nanosleep).  Needs a C compiler for the shim.
+
+Usage: test_inflight.py [NAME-SUBSTRING ...]
+Prints one line per check, then "N passed, M failed[, K skipped]"; exits 1
+if any failed.
+"""
+
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True  # leave no __pycache__ in the tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+
+from sftpwire import *  # noqa: E402,F401,F403
+import suite  # noqa: E402
+from suite import Failure, Skip, test  # noqa: E402
+
+SERVER_ARGV = server_argv()
+REFERENCE = reference_argv()[0]
+SHIM_SOURCE = os.path.join(HERE, "shim_slow.c")
+SLOW_US = 30000
+RW = SSH_FXF_READ | SSH_FXF_WRITE
+
+
+class Ctx:
+    """One check's scratch directory and the servers it started."""
+
+    def __init__(self):
+        self.tmp = os.path.realpath(tempfile.mkdtemp(prefix="sftp-inflight-"))
+        self.servers = []
+        self.n = 0
+
+    def dir(self, name):
+        d = os.path.join(self.tmp, name)
+        os.mkdir(d)
+        return d
+
+    def server(self, which, cwd, env=None, args=()):
+        """Ours (or the reference) under the shim, in cwd; INIT sent.
+        Returns the server and the path of the shim's log."""
+        self.n += 1
+        log = os.path.join(self.tmp, "most-%d" % self.n)
+        e = dict(os.environ)
+        e["LD_PRELOAD"] = suite.shim_library(SHIM_SOURCE, "sftp-slow-shim-")
+        opts = e.get("ASAN_OPTIONS", "")
+        e["ASAN_OPTIONS"] = (opts + ":" if opts else "") + \
+            "verify_asan_link_order=0"
+        e["SHIM_LOG"] = log
+        for k, v in (env or {}).items():
+            e["SHIM_" + k] = str(v)
+        if which == "ref":
+            argv = [REFERENCE] + list(args)
+        else:
+            argv = SERVER_ARGV + list(args)
+        srv = Server(argv, cwd=cwd, env=e)
+        self.servers.append(srv)
+        srv.init()
+        return srv, log
+
+    def cleanup(self):
+        for srv in self.servers:
+            srv.kill()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def most_in_flight(log):
+    try:
+        with open(log) as f:
+            return int(f.read().strip() or 0)
+    except FileNotFoundError:
+        return 0
+
+
+def shape(reply):
+    if isinstance(reply, Status):
+        return "STATUS " + STATUS_NAMES.get(reply.code, str(reply.code))
+    if isinstance(reply, Data):
+        return "DATA %r %d" % (bytes(sorted(set(reply.data))),
+                               len(reply.data))
+    if isinstance(reply, AttrsReply):
+        return "ATTRS size %s" % reply.attrs.size
+    if isinstance(reply, Handle):
+        return "HANDLE"
+    if isinstance(reply, Name):
+        return "NAME " + " ".join(sorted(
+            "%s:%s" % (e.filename.decode(), e.attrs.size)
+            for e in reply.entries if e.filename not in (b".", b"..")))
+    return reply.type_name
+
+
+def pipeline(srv, reqs):
+    """Sends reqs in one go; returns the shapes of the replies, checking
+    that each carries the id of its request, in order."""
+    ids = srv.send_many(reqs)
+    out = []
+    for rid in ids:
+        r = srv.recv()
+        if r.id != rid:
+            raise Failure("reply for request %d came for %d: out of order" %
+                          (rid, r.id))
+        out.append(shape(r))
+    return out
+
+
+# Calls after which the server hands WRITEs and stats to workers: one in
+# SAMPLE timed, then SLOW_STREAK slow ones in a row, and a margin.
+STREAK = 8 + 16 + 2
+
+
+def warm_up(srv):
+    """WRITEs that wait, to file "warm", until the server sees that its
+    storage waits: the requests of the pipeline after them go to workers.
+    Returns their requests, to begin a pipeline with."""
+    h = open_h(srv, "warm", RW | SSH_FXF_CREAT)
+    return [req_write(h, 0, b"w" * 512) for _ in range(STREAK)]
+
+
+def open_h(srv, path, pflags=RW):
+    r = srv.call(req_open(path, pflags))
+    if not isinstance(r, Handle):
+        raise Failure("OPEN %s: %s" % (path, shape(r)))
+    return r.handle
+
+
+def write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def against_reference(ctx, name, run, env, args):
+    """run(srv, dir) for ours and, when it is there, the reference; returns
+    ours, after checking that both gave the same answers and files."""
+    got = {}
+    for which in ("ours", "ref"):
+        if which == "ref" and not os.access(REFERENCE, os.X_OK):
+            continue
+        d = ctx.dir("%s-%s" % (name, which))
+        srv, _ = ctx.server(which, d, env, args if which == "ours" else ())
+        answers = run(srv, d)
+        got[which] = (answers, {f: read_file(os.path.join(d, f))
+                                for f in sorted(os.listdir(d))
+                                if os.path.isfile(os.path.join(d, f))})
+    if "ref" in got and got["ref"] != got["ours"]:
+        def show(g):
+            return g[0], {f: runs(b) for f, b in g[1].items()}
+        raise Failure("%s: ours %r, OpenSSH %r" % (name, show(got["ours"]),
+                                                   show(got["ref"])))
+    return got["ours"]
+
+
+def runs(data):
+    """bytes as runs, for messages: "B*4096 a*4096"."""
+    out, i = [], 0
+    while i < len(data):
+        j = i
+        while j < len(data) and data[j] == data[i]:
+            j += 1
+        out.append("%s*%d" % (chr(data[i]) if 32 < data[i] < 127 else
+                              "\\x%02x" % data[i], j - i))
+        i = j
+    return " ".join(out)
+
+
+def expect(what, got, want):
+    if got != want:
+        if isinstance(got, bytes):
+            got, want = runs(got), runs(want)
+        raise Failure("%s: got %r, expected %r" % (what, got, want))
+
+
+def reads_overlap(ctx, args, env_extra=None):
+    d = ctx.dir("reads-%d" % ctx.n)
+    data = bytes(range(256)) * 4096    # 1 MiB
+    write_file(os.path.join(d, "f"), data)
+    env = {"NOWAIT": 1, "MEET": 2}
+    env.update(env_extra or {})
+    srv, log = ctx.server("ours", d, env, args)
+    h = open_h(srv, "f", SSH_FXF_READ)
+    n = 32 if "1" not in args else 2
+    ids = srv.send_many([req_read(h, i * 32768, 32768) for i in range(n)])
+    for i, rid in enumerate(ids):
+        r = srv.recv()
+        if r.id != rid or not isinstance(r, Data) or \
+                r.data != data[i * 32768:(i + 1) * 32768]:
+            raise Failure("READ %d: %r" % (i, shape(r)))
+    return most_in_flight(log)
+
+
+@test
+def test_reads_overlap(ctx):
+    most = reads_overlap(ctx, ["-S", "-T", "16"])
+    if most < 2:
+        raise Failure("32 READs in flight, waiting storage: the shim saw "
+                      "%d at a time, expected 2 or more" % most)
+    most = reads_overlap(ctx, ["-S", "-T", "1"], {"MEET_MS": 200})
+    expect("-T 1: READs at a time", most, 1)
+
+
+@test
+def test_reads_overlap_sandboxed(ctx):
+    most = reads_overlap(ctx, ["-T", "16"])
+    if most < 2:
+        raise Failure("with the sandbox: the shim saw %d READs at a time, "
+                      "expected 2 or more" % most)
+
+
+def threads(pid):
+    try:
+        return len(os.listdir("/proc/%d/task" % pid))
+    except FileNotFoundError:
+        return 0
+
+
+@test
+def test_workers_end_when_idle(ctx):
+    d = ctx.dir("idle")
+    write_file(os.path.join(d, "f"), bytes(range(256)) * 1024)
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1}, ["-S"])
+    pid = srv.proc.pid
+    alone = threads(pid)    # the loop's
+    h = open_h(srv, "f", SSH_FXF_READ)
+    pipeline(srv, [req_read(h, i * 32768, 32768) for i in range(8)])
+    if threads(pid) <= alone:
+        raise Failure("READs that waited made no worker (%d threads)" %
+                      threads(pid))
+    # The session goes idle once its traffic falls to a trickle (pipes.c).
+    deadline = time.monotonic() + 15
+    # ThreadSanitizer's runtime starts a thread of its own beside the
+    # first worker, and keeps it: a sanitizer build may hold one more.
+    if os.environ.get("SFTP_SANITIZED") == "1":
+        alone += 1
+    while threads(pid) > alone and time.monotonic() < deadline:
+        time.sleep(0.05)    # polls a condition, with a deadline
+    if threads(pid) > alone:
+        raise Failure("threads of an idle session: %d, expected %d" %
+                      (threads(pid), alone))
+    # And the session goes on: a READ that waits makes workers again.
+    got = pipeline(srv, [req_read(h, 0, 4096)])
+    expect("a READ after the idle time", got, ["DATA %r 4096" % bytes(
+        sorted(set(bytes(range(256)) * 16)))])
+
+
+@test
+def test_write_then_read(ctx):
+    def run(srv, d):
+        write_file(os.path.join(d, "f"), b"a" * 8192)
+        write_file(os.path.join(d, "slow"), b"")
+        h = open_h(srv, "f")
+        return pipeline(srv, warm_up(srv) + [
+            req_write(h, 0, b"A" * 4096),      # slow
+            req_write(h, 0, b"B" * 4096),      # slow, in a worker
+            req_read(h, 0, 4096),              # must see B
+            req_write(h, 8192, b"C" * 4096),   # grows the file
+            req_fstat(h),
+            req_stat("f"),
+            req_read(h, 8192, 8192),
+            req_close(h)])
+    answers, files = against_reference(
+        ctx, "wr", run, {"NOWAIT": 1, "SLOW_WRITE_US": SLOW_US}, ["-S"])
+    expect("answers", answers, ["STATUS OK"] * STREAK + [
+        "STATUS OK", "STATUS OK", "DATA %r 4096" % b"B", "STATUS OK",
+        "ATTRS size 12288", "ATTRS size 12288", "DATA %r 4096" % b"C",
+        "STATUS OK"])
+    expect("the file", files["f"], b"B" * 4096 + b"a" * 4096 + b"C" * 4096)
+
+
+@test
+def test_read_then_write(ctx):
+    def run(srv, d):
+        write_file(os.path.join(d, "f"), b"o" * 8192)
+        h = open_h(srv, "f")
+        h2 = open_h(srv, "f")
+        return pipeline(srv, [
+            req_read(h, 0, 4096),              # slow, in a worker
+            req_write(h, 0, b"1" * 4096),      # must wait for it
+            req_read(h, 0, 4096),
+            req_read(h, 0, 4096),              # slow again
+            req_write(h2, 0, b"2" * 4096),     # another handle: waits too
+            req_read(h2, 0, 8192),
+            req_close(h), req_close(h2)])
+    answers, files = against_reference(
+        ctx, "rw", run, {"NOWAIT": 1, "SLOW_READ_US": SLOW_US}, ["-S"])
+    expect("answers", answers, [
+        "DATA %r 4096" % b"o", "STATUS OK", "DATA %r 4096" % b"1",
+        "DATA %r 4096" % b"1", "STATUS OK", "DATA %r 8192" % b"2o",
+        "STATUS OK", "STATUS OK"])
+    expect("the file", files["f"], b"2" * 4096 + b"o" * 4096)
+
+
+@test
+def test_overlapping_writes(ctx):
+    def run(srv, d):
+        h = open_h(srv, "f", RW | SSH_FXF_CREAT)
+        return pipeline(srv, warm_up(srv) + [
+            req_write(h, 0, b"s" * 4096),      # slow
+            req_write(h, 0, b"X" * 8192),      # slow, in a worker
+            req_write(h, 4096, b"Y" * 8192),   # overlaps: waits
+            req_write(h, 0, b"P" * 2048),      # slow, in a worker
+            req_write(h, 16384, b"Q" * 2048),  # disjoint: may go first
+            req_close(h)])
+    answers, files = against_reference(
+        ctx, "ww", run, {"NOWAIT": 1, "SLOW_WRITE_US": SLOW_US}, ["-S"])
+    expect("answers", answers, ["STATUS OK"] * (STREAK + 6))
+    expect("the file", files["f"],
+           b"P" * 2048 + b"X" * 2048 + b"Y" * 8192 + b"\0" * 4096 +
+           b"Q" * 2048)
+
+
+@test
+def test_readdir_after_write(ctx):
+    def run(srv, d):
+        os.mkdir(os.path.join(d, "dir"))
+        write_file(os.path.join(d, "dir", "f"), b"")
+        h = open_h(srv, "dir/f")
+        r = srv.call(req_opendir("dir"))
+        if not isinstance(r, Handle):
+            raise Failure("OPENDIR: %s" % shape(r))
+        dh = r.handle
+        return pipeline(srv, warm_up(srv) + [
+            req_write(h, 0, b"s" * 4096),      # slow
+            req_write(h, 0, b"g" * 16384),     # slow, in a worker
+            req_readdir(dh),                   # must see 16384
+            req_write(h, 16384, b"h" * 4096),  # waits for the listing
+            req_readdir(dh),
+            req_close(dh), req_close(h)])
+    answers, files = against_reference(
+        ctx, "rd", run, {"NOWAIT": 1, "SLOW_WRITE_US": SLOW_US}, ["-S"])
+    expect("answers", answers, ["STATUS OK"] * STREAK + [
+        "STATUS OK", "STATUS OK", "NAME f:16384",
+        "STATUS OK", "STATUS EOF", "STATUS OK", "STATUS OK"])
+
+
+def close_line(err, path):
+    m = re.search(r'(forced )?close "%s" bytes read (\d+) written (\d+)' %
+                  re.escape(path), err)
+    if not m:
+        raise Failure("no close line for %s in the log: %r" %
+                      (path, err[-2000:]))
+    return int(m.group(2)), int(m.group(3))
+
+
+@test
+def test_end_of_input_in_flight(ctx):
+    d = ctx.dir("eof")
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "SLOW_WRITE_US": SLOW_US},
+                        ["-S", "-e", "-l", "INFO"])
+    h = open_h(srv, "f", RW | SSH_FXF_CREAT)
+    reqs = warm_up(srv) + [req_write(h, 0, b"s" * 4096)] + \
+        [req_write(h, 0 if i % 2 else 4096 * i, b"%d" % (i % 10) * 4096)
+         for i in range(1, 17)]
+    ids = srv.send_many(reqs)
+    srv.close_stdin()
+    got = []
+    for rid in ids:
+        r = srv.recv()
+        got.append((r.id == rid, shape(r)))
+    expect("replies after the end of input", got,
+           [(True, "STATUS OK")] * len(reqs))
+    expect("exit status", srv.wait(), 0)
+    rd, wr = close_line(srv.stderr_output().decode(errors="replace"), "f")
+    expect("bytes written in the close line", (rd, wr), (0, 4096 * 17))
+
+
+@test
+def test_sigterm_in_flight(ctx):
+    d = ctx.dir("term")
+    srv, log = ctx.server("ours", d, {"NOWAIT": 1,
+                                      "SLOW_WRITE_US": SLOW_US * 4},
+                          ["-S", "-e", "-l", "INFO"])
+    h = open_h(srv, "f", RW | SSH_FXF_CREAT)
+    reqs = warm_up(srv) + [req_write(h, 0, b"s" * 4096)] + \
+        [req_write(h, 4096 * i if i % 2 else 0, b"w" * 4096)
+         for i in range(1, 9)]
+    srv.send_many(reqs)
+    deadline = time.monotonic() + 10
+    while most_in_flight(log) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)    # polls a condition, with a deadline
+    srv.proc.send_signal(signal.SIGTERM)
+    status = srv.wait()
+    expect("exit status", status, -signal.SIGTERM)
+    err = srv.stderr_output().decode(errors="replace")
+    rd, wr = close_line(err, "f")
+    size = os.path.getsize(os.path.join(d, "f"))
+    if wr == 0 or wr % 4096 != 0:
+        raise Failure("close line: written %d" % wr)
+    if size > wr:
+        raise Failure("the file holds %d bytes, the close line counts %d" %
+                      (size, wr))
+
+
+if __name__ == "__main__":
+    sys.exit(suite.main(sys.argv, __doc__, Ctx, verbose="INFLIGHT_VERBOSE"))
