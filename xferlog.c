@@ -140,35 +140,30 @@ follow_rotation(void)
 }
 
 /*
- * Connects the datagram socket fd to the system log: at start, and again
- * when the system log was restarted (a datagram socket may be connected
- * anew, so no socket is made after start, which the sandbox refuses where
- * libc makes sockets through socketcall(2)).  Returns what connect(2) does.
+ * The system log's socket, to which each record is sent by address: a
+ * system log that was restarted (a new socket at the same path) gets the
+ * next record with no connect(2) again, which the sandbox refuses under -r.
  */
-static int
-syslog_connect(int fd)
-{
-	struct sockaddr_un sa;
-
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	(void)snprintf(sa.sun_path, sizeof sa.sun_path, "%s", _PATH_LOG);
-	return connect(fd, (struct sockaddr *)&sa, sizeof sa);
-}
+static struct sockaddr_un sys_addr;
 
 int
 xferlog_open_syslog(int facility)
 {
-	int fd, e;
+	struct stat st;
+	int fd;
 
-	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
+	if (stat(_PATH_LOG, &st) == -1)
 		return -1;
-	if (syslog_connect(fd) == -1) {
-		e = errno;
-		(void)close(fd);
-		errno = e;
+	if (!S_ISSOCK(st.st_mode)) {
+		errno = ENOTSOCK;
 		return -1;
 	}
+	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	memset(&sys_addr, 0, sizeof sys_addr);
+	sys_addr.sun_family = AF_UNIX;
+	(void)snprintf(sys_addr.sun_path, sizeof sys_addr.sun_path, "%s",
+	    _PATH_LOG);
 	sys_fd = fd;
 	sys_pri = facility | LOG_INFO;
 	return 0;
@@ -418,8 +413,7 @@ put_event(size_t *off, const struct xfer_event *e)
 /*
  * Sends the record at linebuf + HEAD_BYTES, len bytes without its newline,
  * to the system log as one message: "<PRI>Mmm dd hh:mm:ss TAG[PID]: "
- * before it, as syslog(3) writes.  A system log that was restarted is
- * connected to again, once.  Returns what send(2) returned.
+ * before it, as syslog(3) writes.  Returns what sendto(2) returned.
  */
 static ssize_t
 send_syslog(const struct timespec *ts, size_t len)
@@ -428,7 +422,6 @@ send_syslog(const struct timespec *ts, size_t len)
 	struct tm tm;
 	size_t hlen;
 	ssize_t n;
-	int tries;
 
 	if (localtime_r(&ts->tv_sec, &tm) == NULL ||
 	    strftime(stamp, sizeof stamp, "%b %e %H:%M:%S", &tm) == 0)
@@ -436,17 +429,10 @@ send_syslog(const struct timespec *ts, size_t len)
 	hlen = (size_t)snprintf(head, sizeof head, "<%d>%s %s[%ld]: ", sys_pri,
 	    stamp, SYSLOG_TAG, (long)getpid());
 	memcpy(linebuf + HEAD_BYTES - hlen, head, hlen);
-	for (tries = 0; tries < 2; tries++) {
-		while ((n = send(sys_fd, linebuf + HEAD_BYTES - hlen,
-		    hlen + len, MSG_NOSIGNAL)) == -1 && errno == EINTR)
-			;
-		if (n != -1 || tries > 0 || (errno != ECONNREFUSED &&
-		    errno != ENOTCONN && errno != ECONNRESET))
-			break;
-		/* The system log was restarted: its socket is another. */
-		if (syslog_connect(sys_fd) == -1)
-			return -1;
-	}
+	while ((n = sendto(sys_fd, linebuf + HEAD_BYTES - hlen, hlen + len,
+	    MSG_NOSIGNAL, (struct sockaddr *)&sys_addr, sizeof sys_addr)) ==
+	    -1 && errno == EINTR)
+		;
 	return n < 0 ? n : n - (ssize_t)hlen;
 }
 
