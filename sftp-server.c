@@ -509,7 +509,7 @@ usage(void)
 	fprintf(stderr,
 	    "usage: %s [-ehRS] [-d start_directory] [-f log_facility] "
 	    "[-l log_level]\n\t[-L transfer_log] [-P denied_requests] "
-	    "[-p allowed_requests] [-r root_directory]\n\t[-T storage_ops] "
+	    "[-p allowed_requests]\n\t[-r root_directory] [-T storage_ops] "
 	    "[-u umask]\n"
 	    "       %s -Q protocol_feature\n", progname, progname);
 	exit(SESSION_ERROR);

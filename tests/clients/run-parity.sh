@@ -249,11 +249,13 @@ cli() {
     done
     local part msg ref
     local parts="rc out err"
-    # Documented exception: -r (confinement), -L (the transfer log) and
-    # -S (no sandbox) are this server's own options, so its usage text
-    # names them and OpenSSH's does not.
+    # Documented exception: -r (confinement), -L (the transfer log), -S
+    # (no sandbox) and -T (storage operations in flight) are this server's
+    # own options, so its usage text names them and OpenSSH's does not;
+    # without them its third line joins the second, as OpenSSH's has it.
     if [ -z "${CLI_OWN_USAGE:-}" ]; then
-        sed 's/ \[-r root_directory\]//; s/\[-L transfer_log\] //; s/\[-ehRS\]/[-ehR]/' "$RES/cli.test.err" > "$RES/cli.test.err.tmp" &&
+        sed -e ':a' -e 'N' -e '$!ba' -e 's/\[-L transfer_log\] //; s/\[-ehRS\]/[-ehR]/' \
+            -e 's/\n\t\[-r root_directory\] \[-T storage_ops\] / /' "$RES/cli.test.err" > "$RES/cli.test.err.tmp" &&
             mv "$RES/cli.test.err.tmp" "$RES/cli.test.err"
     fi
     [ -n "${CLI_SYSLOG:-}" ] && parts="$parts syslog"

@@ -4,11 +4,11 @@
  * Built by the test with "cc -shared -fPIC -o shim.so shim_short_io.c -ldl"
  * and preloaded into the server.  Controlled by the environment:
  *
- *   SHIM_IO_MAX=n      read, write, pread and pwrite move at most
+ *   SHIM_IO_MAX=n      read, write, pread (preadv2) and pwrite move at most
  *                      n bytes per call (short, but never 0 for n > 0).
  *   SHIM_IO_RANDOM=s   each such call is cut to a random length (seed s):
  *                      sometimes whole, sometimes a few bytes.
- *   SHIM_EIO_NAME=s    read and pread fail with EIO on a file
+ *   SHIM_EIO_NAME=s    read and pread (preadv2) fail with EIO on a file
  *                      whose name contains s (a disk that cannot be read).
  *   SHIM_SIGUSR1=1     installs a no-op SIGUSR1 handler without SA_RESTART
  *                      at start, so that a SIGUSR1 interrupts any blocking
@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -57,6 +58,7 @@ static const char *eio_name;
 static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_write)(int, const void *, size_t);
 static ssize_t (*real_pread)(int, void *, size_t, off_t);
+static ssize_t (*real_preadv2)(int, const struct iovec *, int, off_t, int);
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
 static void (*real_exit)(int) __attribute__((noreturn));
 
@@ -79,6 +81,7 @@ resolve(void)
 		return;
 	real_write = next_symbol("write");
 	real_pread = next_symbol("pread");
+	real_preadv2 = next_symbol("preadv2");
 	real_pwrite = next_symbol("pwrite");
 	real_exit = next_symbol("_exit");
 	real_read = next_symbol("read");
@@ -234,6 +237,38 @@ ssize_t
 pread64(int fd, void *buf, size_t n, off_t off)
 {
 	return pread(fd, buf, n, off);
+}
+
+/*
+ * preadv2(): the server reads what the page cache holds with RWF_NOWAIT
+ * first, so it is cut and failed as pread() is.  Only its first buffer is
+ * passed on, shortened: the server asks with one.
+ */
+ssize_t
+preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	struct iovec one;
+	ssize_t r;
+	int e;
+
+	resolve();
+	if (unreadable(fd))
+		return -1;
+	if (cnt < 1)
+		return real_preadv2(fd, iov, cnt, off, flags);
+	one.iov_base = iov[0].iov_base;
+	one.iov_len = shorten(iov[0].iov_len, C_PREAD);
+	r = real_preadv2(fd, &one, 1, off, flags);
+	e = errno;
+	count_eintr(r, C_PREAD);
+	errno = e;
+	return r;
+}
+
+ssize_t
+preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	return preadv2(fd, iov, cnt, off, flags);
 }
 
 ssize_t
