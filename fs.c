@@ -966,7 +966,8 @@ fs_stat_entry(int dirfd, const char *name, struct stat *st)
 	if (fs_confined() && strcmp(name, "..") == 0) {
 		if (fstat(dirfd, st) == -1)
 			return -1;
-		if (st->st_dev == root_st.st_dev && st->st_ino == root_st.st_ino)
+		if (st->st_dev == root_st.st_dev &&
+		    st->st_ino == root_st.st_ino)
 			return 0;
 	}
 	return fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW);

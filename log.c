@@ -144,7 +144,7 @@ log_emit(int level, const char *fmt, ...)
 
 	switch (level) {
 	case LOG_LEVEL_FATAL:
-		/* As OpenSSH, syslog marks fatal and error lines; stderr not. */
+		/* As OpenSSH: syslog marks fatal and error lines. */
 		if (!log_on_stderr)
 			prefix = "fatal: ";
 		pri = LOG_CRIT;

@@ -13,9 +13,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Longest message, as OpenSSH's SFTP_MAX_MSG_LENGTH: a longer frame ends the session. */
+/*
+ * Longest message, as OpenSSH's SFTP_MAX_MSG_LENGTH: a longer frame ends the
+ * session.
+ */
 #define SFTP_MAX_MSG		(256 * 1024)
-/* Longest READ answered; a longer one is clamped.  As limits@openssh.com reports. */
+/*
+ * Longest READ answered; a longer one is clamped.  As limits@openssh.com
+ * reports.
+ */
 #define SFTP_MAX_READ		(SFTP_MAX_MSG - 1024)
 /* Longest WRITE a client should send, as limits@openssh.com reports. */
 #define SFTP_MAX_WRITE		(SFTP_MAX_MSG - 1024)
@@ -200,7 +206,7 @@ ssize_t	ibuf_read(struct ibuf *, int fd);
 struct oqueue {
 	uint8_t *buf;
 	size_t size;
-	size_t sent;		/* bytes of buf written by an unfinished flush */
+	size_t sent;		/* bytes written by an unfinished flush */
 	size_t len;		/* bytes of buf queued */
 	size_t reply_start;	/* offset of the reply in construction */
 	uint64_t nreplies;	/* replies completed, for the one-reply check */
@@ -251,7 +257,8 @@ int	pkt_reply_status(struct oqueue *, uint32_t id, uint32_t code,
 	    const char *msg);
 int	pkt_reply_handle(struct oqueue *, uint32_t id, uint32_t slot,
 	    uint32_t gen);
-int	pkt_reply_attrs(struct oqueue *, uint32_t id, const struct sftp_attrs *);
+int	pkt_reply_attrs(struct oqueue *, uint32_t id,
+	    const struct sftp_attrs *);
 /* NAME with one entry, name = longname = path, attrs flags 0 (REALPATH). */
 int	pkt_reply_name1(struct oqueue *, uint32_t id, const char *path);
 
