@@ -30,7 +30,7 @@ LIB_SRCS = sftp-server.c requests.c packet.c handles.c attrib.c log.c path.c \
 	fs.c pipes.c digest.c xferlog.c fileio.c sys-gnu.c sandbox.c
 SRCS = sftp-server-main.c $(LIB_SRCS)
 HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
-	fs.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h sandbox.h
+	fs.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h sandbox.h sysnames.h
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \

@@ -18,4 +18,11 @@
  */
 void	sandbox_enter(const char *root);
 
+/*
+ * Logs at ERROR each system call off the filter's list that was made since
+ * the last time (it failed with ENOSYS), once per call over the session.
+ * Cheap when there is none: the loop calls it before each wait.
+ */
+void	sandbox_report(void);
+
 #endif /* SANDBOX_H */

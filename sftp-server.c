@@ -393,6 +393,7 @@ serve(void)
 			flush_replies();
 		if (oq_pending(&oq) == 0 && ibuf_ready(&ib))
 			continue;
+		sandbox_report();
 		if ((timeout = pipes_wait()) == 0) {
 			go_idle();
 			continue;

@@ -10,8 +10,8 @@
 #      fileio sandbox                              handles, expansions, pipes,
 #                                                  the transfer log, the file
 #                                                  I/O engines, the sandbox
-#   0  packet log sys-gnu digest                   the wire, logging, GNU calls,
-#                                                  digests
+#   0  packet log sys-gnu digest sysnames          the wire, logging, GNU calls,
+#                                                  digests, system call names
 cd "$(dirname "$0")/.." || exit 1
 
 layer() {
@@ -20,7 +20,7 @@ layer() {
     sftp-server) echo 3 ;;
     requests) echo 2 ;;
     fs | attrib | handles | path | pipes | xferlog | fileio | sandbox) echo 1 ;;
-    packet | log | sys-gnu | digest) echo 0 ;;
+    packet | log | sys-gnu | digest | sysnames) echo 0 ;;
     *) echo "" ;;
     esac
 }
