@@ -10,14 +10,15 @@
  *     outside the process;
  *   - a seccomp filter, written by hand below: the system calls that
  *     serving makes are allowed, those that take a command, flags or an
- *     address only with the values the server and its C library use; a
- *     few calls that must never be made are refused with EPERM, and no
- *     row of the list can let them in; any other call is trapped, fails
- *     with ENOSYS (a C library that tries a newer call first then falls
- *     back to the one allowed) and is logged at ERROR, once, by its name
- *     (the sanitizer and fuzz builds abort instead, naming it); a call of
- *     another ABI than the server's kills the process, since its numbers
- *     mean other calls there.
+ *     address only with the values the server and its C library use
+ *     (other values fail with EPERM and are logged at ERROR, once per
+ *     call); a few calls that must never be made are refused with EPERM,
+ *     and no row of the list can let them in; any other call is trapped,
+ *     fails with ENOSYS (a C library that tries a newer call first then
+ *     falls back to the one allowed) and is logged at ERROR, once, by its
+ *     name (the sanitizer and fuzz builds abort instead, naming it); a
+ *     call of another ABI than the server's kills the process, since its
+ *     numbers mean other calls there.
  *
  * Each mechanism the kernel lacks is left out and the others still apply;
  * the server never refuses to serve for want of one.  What is in force is
@@ -151,6 +152,14 @@ struct sb_prog {
 #define RET_ERRNO(e)	(0x00050000U | ((e) & 0xffff))
 #define RET_ALLOW	0x7fff0000U
 #define SYS_SECCOMP_CODE	1	/* si_code of the filter's SIGSYS */
+
+/*
+ * The answers trapped, and told apart by the handler in si_errno (the data
+ * of SECCOMP_RET_TRAP): a call no row names fails with ENOSYS, a call with
+ * arguments its row does not allow with EPERM; each is logged.
+ */
+#define TRAP_OFF_LIST	0
+#define TRAP_ARGUMENTS	1
 
 /*
  * The values some rows allow, as the kernel defines them where the C
@@ -350,6 +359,13 @@ struct rule {
  * what makes it.  The most frequent come first, as the filter tests them
  * in order.  Names differ between architectures and C libraries (glibc,
  * musl), hence one entry for each name that exists.
+ *
+ * A row is ALLOW(name); ALLOW_IF(name, check, ...) for a call that takes a
+ * command, flags or an address, with the checks above (argument indexes as
+ * the architecture's system call takes them); or REFUSE(name).  Each
+ * number has one row: tests/unit/test_sandbox.c fails on a second, and on a
+ * call that the recorded suites make (tests/unit/sandbox_calls_ARCH.h)
+ * but the list does not allow.
  */
 static const struct rule rules[] = {
 	/* The loop. */
@@ -905,12 +921,14 @@ emit_check(struct prog *p, const struct arg_check *c, uint32_t pid,
 }
 
 /*
- * One row.  The accumulator holds the call's number on entry; a row that
- * looks at arguments ends in a return either way, so the next row finds
- * the number still there.
+ * One row; bad_args is the answer to arguments it does not allow.  The
+ * accumulator holds the call's number on entry; a row that looks at
+ * arguments ends in a return either way, so the next row finds the number
+ * still there.
  */
 static void
-emit_rule(struct prog *p, const struct rule *r, uint32_t pid)
+emit_rule(struct prog *p, const struct rule *r, uint32_t pid,
+    uint32_t bad_args)
 {
 	struct fixup head, fail[2 * ROW_CHECKS_MAX];
 	size_t nfail = 0, refuse;
@@ -928,7 +946,7 @@ emit_rule(struct prog *p, const struct rule *r, uint32_t pid)
 		emit_check(p, &r->checks[i], pid, fail, &nfail);
 	emit(p, BPF_RET, 0, 0, RET_ALLOW);
 	if (nfail > 0) {
-		refuse = emit(p, BPF_RET, 0, 0, RET_ERRNO(EPERM));
+		refuse = emit(p, BPF_RET, 0, 0, bad_args);
 		for (size_t i = 0; i < nfail; i++)
 			patch(p, &fail[i], refuse);
 	}
@@ -936,12 +954,19 @@ emit_rule(struct prog *p, const struct rule *r, uint32_t pid)
 }
 
 /*
- * The whole filter, for this process (pid): off_list is the answer to a
- * call that no row names.
+ * The whole filter, for this process (pid).  With trap, a call that no row
+ * names and a call with arguments that its row does not allow are trapped
+ * (see TRAP_OFF_LIST); without (no handler), they fail with ENOSYS and
+ * EPERM, unlogged.
  */
 static void
-build_filter(struct prog *p, uint32_t pid, uint32_t off_list)
+build_filter(struct prog *p, uint32_t pid, int trap)
 {
+	uint32_t off_list = trap ? RET_TRAP | TRAP_OFF_LIST :
+	    RET_ERRNO(ENOSYS);
+	uint32_t bad_args = trap ? RET_TRAP | TRAP_ARGUMENTS :
+	    RET_ERRNO(EPERM);
+
 	p->len = 0;
 	/* Another ABI numbers its calls differently: kill. */
 	emit(p, BPF_LD_ABS, 0, 0, SD_ARCH);
@@ -955,37 +980,36 @@ build_filter(struct prog *p, uint32_t pid, uint32_t off_list)
 #endif
 	for (size_t i = 0; i < NRULES; i++)
 		if (!shadowed(i))
-			emit_rule(p, &rules[i], pid);
+			emit_rule(p, &rules[i], pid, bad_args);
 	emit(p, BPF_RET, 0, 0, off_list);
 }
 
 /*
- * The calls off the list that were trapped, each number once (as 1 + the
- * number: 0 is a free slot), for sandbox_report() to log; off_list_lost
- * when there was no room.  Atomics, for a handler that may run in any
- * thread at any time.
+ * The calls that were trapped, each once, for sandbox_report() to log: the
+ * number plus one (0 is a free slot), with NOTE_ARGUMENTS for a call whose
+ * arguments were refused; off_list_lost when there was no room.  Atomics,
+ * for a handler that may run in any thread at any time.
  */
 #define OFF_LIST_MAX	16
+#define NOTE_ARGUMENTS	0x40000000
 static atomic_int off_list[OFF_LIST_MAX];
 static atomic_int off_list_lost;
 static size_t off_list_logged;
 
-#ifndef SB_ASAN
-/* Notes call nr; async-signal-safe. */
+/* Notes a trapped call; async-signal-safe. */
 static void
-note_off_list(int nr)
+note_trapped(int note)
 {
 	int want;
 
 	for (size_t i = 0; i < OFF_LIST_MAX; i++) {
 		want = 0;
-		if (atomic_compare_exchange_strong(&off_list[i], &want,
-		    nr + 1) || want == nr + 1)
+		if (atomic_compare_exchange_strong(&off_list[i], &want, note) ||
+		    want == note)
 			return;
 	}
 	atomic_store(&off_list_lost, 1);
 }
-#endif
 
 /*
  * The register that holds a call's result, in the context of the SIGSYS
@@ -1003,55 +1027,52 @@ note_off_list(int nr)
 #define SB_RESULT(uc)	((uc)->uc_mcontext.gregs[2])
 #endif
 
-#ifdef SB_ASAN
 /*
- * SIGSYS of a call off the list, in the sanitizer and fuzz builds: a
- * report that names it, as a crash, so that no test passes over it.
- */
-static void
-trapped(int sig, siginfo_t *si, void *ctx)
-{
-	char msg[128];
-
-	(void)sig;
-	(void)ctx;
-	if (si->si_code != SYS_SECCOMP_CODE)
-		return;
-	(void)snprintf(msg, sizeof msg, "sandbox: system call %d (%s) is not "
-	    "on the list (sandbox.c)", si->si_syscall,
-	    sys_name(si->si_syscall));
-	__sanitizer_report_error_summary(msg);
-	__sanitizer_print_stack_trace();
-	abort();
-}
-#else
-/*
- * SIGSYS of a call off the list: the call fails with ENOSYS, as if the
- * kernel did not have it, and is noted for the log.  A SIGSYS that another
- * process sent is ignored.
+ * SIGSYS of a trapped call: it fails with ENOSYS (off the list, as if the
+ * kernel did not have it) or EPERM (arguments refused), and is noted for
+ * the log.  The sanitizer and fuzz builds abort at a call off the list
+ * instead, naming it, so that no test passes over it.  A SIGSYS that
+ * another process sent is ignored.  While SIGSYS is blocked (in the handler
+ * of SIGTERM and its kin, in raise()) a trapped call would end the process
+ * instead: the calls made there are all allowed.
  */
 static void
 trapped(int sig, siginfo_t *si, void *ctx)
 {
 	ucontext_t *uc = ctx;
+	int args;
 
 	(void)sig;
 	if (si->si_code != SYS_SECCOMP_CODE)
 		return;
-	note_off_list(si->si_syscall);
-	SB_RESULT(uc) = -ENOSYS;
-}
+	args = si->si_errno == TRAP_ARGUMENTS;
+#ifdef SB_ASAN
+	if (!args) {
+		char msg[128];
+
+		(void)snprintf(msg, sizeof msg, "sandbox: system call %d (%s) "
+		    "is not on the list (sandbox.c)", si->si_syscall,
+		    sys_name(si->si_syscall));
+		__sanitizer_report_error_summary(msg);
+		__sanitizer_print_stack_trace();
+		abort();
+	}
 #endif
+	note_trapped((si->si_syscall + 1) | (args ? NOTE_ARGUMENTS : 0));
+	SB_RESULT(uc) = args ? -EPERM : -ENOSYS;
+}
 
 void
 sandbox_report(void)
 {
-	int nr;
+	int note, nr;
 
 	while (off_list_logged < OFF_LIST_MAX &&
-	    (nr = atomic_load(&off_list[off_list_logged])) != 0) {
-		error("sandbox: system call %d (%s) refused: not on the list",
-		    nr - 1, sys_name(nr - 1));
+	    (note = atomic_load(&off_list[off_list_logged])) != 0) {
+		nr = (note & ~NOTE_ARGUMENTS) - 1;
+		error("sandbox: system call %d (%s) refused: %s", nr,
+		    sys_name(nr), note & NOTE_ARGUMENTS ?
+		    "arguments not on the list" : "not on the list");
 		off_list_logged++;
 	}
 	if (atomic_exchange(&off_list_lost, 0))
@@ -1066,23 +1087,19 @@ seccomp_enter(void)
 	struct sigaction sa;
 	struct sb_prog fprog;
 	struct prog *p;
-	uint32_t off_list_answer = RET_TRAP;
-	int r, e;
+	int trap = 1, r, e;
 
-	/*
-	 * Without the handler a trapped call would kill the process: the
-	 * calls off the list then fail with ENOSYS, unlogged.
-	 */
+	/* Without the handler a trapped call would kill the process. */
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = trapped;
 	sa.sa_flags = SA_SIGINFO;
 	if (sigaction(SIGSYS, &sa, NULL) == -1)
-		off_list_answer = RET_ERRNO(ENOSYS);
+		trap = 0;
 	/* The kernel keeps a copy: the program's pages go back at once. */
 	if ((p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 	    MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
 		return -1;
-	build_filter(p, (uint32_t)getpid(), off_list_answer);
+	build_filter(p, (uint32_t)getpid(), trap);
 	fprog.len = (unsigned short)p->len;
 	fprog.filter = p->insn;
 	r = prctl(PR_SET_SECCOMP, SB_SECCOMP_MODE_FILTER, &fprog, 0, 0);

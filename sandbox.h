@@ -19,9 +19,10 @@
 void	sandbox_enter(const char *root);
 
 /*
- * Logs at ERROR each system call off the filter's list that was made since
- * the last time (it failed with ENOSYS), once per call over the session.
- * Cheap when there is none: the loop calls it before each wait.
+ * Logs at ERROR each system call that the filter trapped since the last
+ * time, once per call over the session: one off its list (it failed with
+ * ENOSYS), or one with arguments its row does not allow (EPERM).  Cheap
+ * when there is none: the loop calls it before each wait.
  */
 void	sandbox_report(void);
 

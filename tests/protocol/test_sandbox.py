@@ -14,7 +14,8 @@ what each returned:
     a call through the x32 ABI ends the process (SIGSYS);
   - the calls that take a command or flags, with values the server does
     not use: fcntl's F_SETOWN, F_SETSIG, F_SETLEASE, F_NOTIFY and O_ASYNC,
-    madvise's other advice, unix sockets of other types: EPERM;
+    madvise's other advice, unix sockets of other types: EPERM, and one
+    ERROR line per call;
   - a call off the list: ENOSYS, and one ERROR line that names it (the
     sanitizer build aborts, naming it);
   - under -r, open of a file outside the root and of /etc/shadow, and a
@@ -392,8 +393,9 @@ def test_commands_and_flags_held_to_those_in_use(ctx):
     F_NOTIFY and F_SETFL with O_ASYNC (a signal of the client's choosing to
     any process of the account), madvise with an advice the server does not
     use, socket(AF_UNIX) of another type than stream or datagram: EPERM
-    each; F_GETFL, F_SETFL without O_ASYNC, MADV_DONTNEED and a datagram
-    socket still work, and stdin is left as it was."""
+    each, and the log names each call once; F_GETFL, F_SETFL without
+    O_ASYNC, MADV_DONTNEED and a datagram socket still work, and stdin is
+    left as it was."""
     srv = ctx.server()
     other = ctx.other_process()
     r = inject(srv, ("fcntl", 0, F_GETFL),
@@ -439,6 +441,18 @@ def test_commands_and_flags_held_to_those_in_use(ctx):
               [ctx.root.encode()])
     expect(ctx.others[0].poll() is None, "the other process was killed")
     expect_eq("exit status at the end of input", srv.close(), 0)
+    nr = NR[elf_machine(SERVER)]
+    fcntl = "fcntl64" if elf_machine(SERVER) == I386 else "fcntl"
+    expect_eq("the log's lines about them", refused_lines(srv), [
+        "sandbox: system call %d (%s) refused: arguments not on the list" %
+        (nr[name], label) for name, label in
+        (("fcntl", fcntl), ("socket", "socket"), ("madvise", "madvise"))])
+
+
+def refused_lines(srv):
+    """The server's lines about calls the filter trapped."""
+    return [l for l in srv.stderr_output().decode(errors="replace")
+            .replace("\r", "").split("\n") if " refused: " in l]
 
 
 @test
@@ -468,9 +482,7 @@ def test_call_off_the_list_is_logged(ctx):
               [e.filename for e in srv.call(req_realpath(".")).entries],
               [ctx.root.encode()])
     expect_eq("exit status at the end of input", srv.close(), 0)
-    lines = [l for l in srv.stderr_output().decode(errors="replace")
-             .replace("\r", "").split("\n") if "not on the list" in l]
-    expect_eq("the log's lines", lines,
+    expect_eq("the log's lines", refused_lines(srv),
               ["sandbox: system call %d (getppid) refused: not on the list" %
                nr])
 

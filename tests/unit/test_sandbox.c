@@ -46,14 +46,18 @@ struct sd {
 	uint64_t args[6];
 };
 
+/* The answers to a call off the list and to arguments refused. */
+#define OFF_LIST	(RET_TRAP | TRAP_OFF_LIST)
+#define BAD_ARGS	(RET_TRAP | TRAP_ARGUMENTS)
+
 static struct prog prog;
 
-/* The generated filter, once per test binary. */
+/* The generated filter, as the server installs it with its handler. */
 static int
 setup(void **state)
 {
 	(void)state;
-	build_filter(&prog, PID, RET_TRAP);
+	build_filter(&prog, PID, 1);
 	return 0;
 }
 
@@ -119,8 +123,12 @@ answer_name(uint32_t r)
 		return "allowed";
 	if (r == RET_ERRNO(EPERM))
 		return "EPERM";
-	if (r == RET_TRAP)
+	if (r == OFF_LIST)
 		return "trapped (off the list)";
+	if (r == BAD_ARGS)
+		return "trapped (arguments refused)";
+	if (r == RET_ERRNO(ENOSYS))
+		return "ENOSYS";
 	if (r == RET_KILL)
 		return "killed";
 	return "another answer";
@@ -264,15 +272,15 @@ test_checked_arguments_refuse_other_values(void **state)
 						continue;
 					args[c->arg] = x;
 					expect_answer(what, r->nr, args,
-					    RET_ERRNO(EPERM));
+					    BAD_ARGS);
 				}
 				args[c->arg] = 0xffffffffU;
 				expect_answer(what, r->nr, args,
-				    RET_ERRNO(EPERM));
+				    BAD_ARGS);
 				if (c->wide && sizeof(long) > 4) {
 					args[c->arg] = keep | 1ULL << 32;
 					expect_answer(what, r->nr, args,
-					    RET_ERRNO(EPERM));
+					    BAD_ARGS);
 				}
 				break;
 			case ARG_NONE_OF:
@@ -280,7 +288,7 @@ test_checked_arguments_refuse_other_values(void **state)
 					args[c->arg] = 1ULL << b;
 					expect_answer(what, r->nr, args,
 					    c->mask & 1U << b ?
-					    RET_ERRNO(EPERM) : RET_ALLOW);
+					    BAD_ARGS : RET_ALLOW);
 				}
 				/* Under another value of the guard they pass. */
 				passing_args(r, base);
@@ -295,10 +303,10 @@ test_checked_arguments_refuse_other_values(void **state)
 			case ARG_SELF:
 				args[c->arg] = PID + 1;
 				expect_answer(what, r->nr, args,
-				    RET_ERRNO(EPERM));
+				    BAD_ARGS);
 				args[c->arg] = 1;
 				expect_answer(what, r->nr, args,
-				    RET_ERRNO(EPERM));
+				    BAD_ARGS);
 				break;
 			}
 		}
@@ -323,40 +331,40 @@ test_no_signal_commands_nor_raw_sockets(void **state)
 	expect_answer("fcntl(F_SETFL, O_NONBLOCK)", fcntl_nr, a, RET_ALLOW);
 	a[2] = O_NONBLOCK | O_ASYNC;
 	expect_answer("fcntl(F_SETFL, O_ASYNC)", fcntl_nr, a,
-	    RET_ERRNO(EPERM));
+	    BAD_ARGS);
 	a[2] = 0;
 	a[1] = 8;		/* F_SETOWN */
-	expect_answer("fcntl(F_SETOWN)", fcntl_nr, a, RET_ERRNO(EPERM));
+	expect_answer("fcntl(F_SETOWN)", fcntl_nr, a, BAD_ARGS);
 	a[1] = 10;		/* F_SETSIG */
-	expect_answer("fcntl(F_SETSIG)", fcntl_nr, a, RET_ERRNO(EPERM));
+	expect_answer("fcntl(F_SETSIG)", fcntl_nr, a, BAD_ARGS);
 	a[1] = 15;		/* F_SETOWN_EX */
-	expect_answer("fcntl(F_SETOWN_EX)", fcntl_nr, a, RET_ERRNO(EPERM));
+	expect_answer("fcntl(F_SETOWN_EX)", fcntl_nr, a, BAD_ARGS);
 	a[1] = 1024;		/* F_SETLEASE */
-	expect_answer("fcntl(F_SETLEASE)", fcntl_nr, a, RET_ERRNO(EPERM));
+	expect_answer("fcntl(F_SETLEASE)", fcntl_nr, a, BAD_ARGS);
 	a[1] = 1026;		/* F_NOTIFY */
-	expect_answer("fcntl(F_NOTIFY)", fcntl_nr, a, RET_ERRNO(EPERM));
+	expect_answer("fcntl(F_NOTIFY)", fcntl_nr, a, BAD_ARGS);
 
 	memset(a, 0, sizeof a);
 	a[2] = 100;		/* MADV_HWPOISON */
 	expect_answer("madvise(MADV_HWPOISON)", __NR_madvise, a,
-	    RET_ERRNO(EPERM));
+	    BAD_ARGS);
 	a[2] = 0xffff;
-	expect_answer("madvise(0xffff)", __NR_madvise, a, RET_ERRNO(EPERM));
+	expect_answer("madvise(0xffff)", __NR_madvise, a, BAD_ARGS);
 #ifdef __NR_socket
 	a[0] = AF_UNIX;
 	a[1] = SOCK_RAW;
 	a[2] = 0;
 	expect_answer("socket(AF_UNIX, SOCK_RAW)", __NR_socket, a,
-	    RET_ERRNO(EPERM));
+	    BAD_ARGS);
 	a[1] = SOCK_SEQPACKET | SOCK_CLOEXEC;
 	expect_answer("socket(AF_UNIX, SOCK_SEQPACKET)", __NR_socket, a,
-	    RET_ERRNO(EPERM));
+	    BAD_ARGS);
 	a[1] = SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK;
 	expect_answer("socket(AF_UNIX, SOCK_STREAM)", __NR_socket, a,
 	    RET_ALLOW);
 	a[0] = AF_INET;
 	expect_answer("socket(AF_INET, SOCK_STREAM)", __NR_socket, a,
-	    RET_ERRNO(EPERM));
+	    BAD_ARGS);
 	a[0] = AF_UNIX | 1ULL << 32;	/* an int: the kernel reads 32 bits */
 	expect_answer("socket(AF_UNIX + 2^32, SOCK_STREAM)", __NR_socket, a,
 	    RET_ALLOW);
@@ -399,9 +407,32 @@ test_unknown_numbers_are_off_the_list(void **state)
 		for (size_t i = 0; i < NRULES; i++)
 			listed |= rules[i].nr == nr;
 		if (!listed)
-			expect_answer(sys_name(nr), nr, NULL, RET_TRAP);
+			expect_answer(sys_name(nr), nr, NULL, OFF_LIST);
 	}
-	expect_answer("number 0x3fffffff", 0x3fffffff, NULL, RET_TRAP);
+	expect_answer("number 0x3fffffff", 0x3fffffff, NULL, OFF_LIST);
+}
+
+/*
+ * Without a SIGSYS handler the server installs the same program with
+ * answers that need none: ENOSYS off the list, EPERM for arguments.
+ */
+static void
+test_without_handler_nothing_is_trapped(void **state)
+{
+	uint64_t a[6] = { 0 };
+
+	(void)state;
+	build_filter(&prog, PID, 0);
+	for (size_t i = 0; i < prog.len; i++)
+		if (prog.insn[i].code == BPF_RET &&
+		    (prog.insn[i].k & 0xffff0000U) == RET_TRAP)
+			fail_msg("instruction %zu traps", i);
+	expect_answer("number 0x3fffffff", 0x3fffffff, NULL,
+	    RET_ERRNO(ENOSYS));
+	a[2] = 100;		/* MADV_HWPOISON */
+	expect_answer("madvise(MADV_HWPOISON)", __NR_madvise, a,
+	    RET_ERRNO(EPERM));
+	build_filter(&prog, PID, 1);
 }
 
 /* What the suites made this architecture's server make. */
@@ -473,6 +504,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_no_signal_commands_nor_raw_sockets),
 		cmocka_unit_test(test_other_abi_is_killed),
 		cmocka_unit_test(test_unknown_numbers_are_off_the_list),
+		cmocka_unit_test(test_without_handler_nothing_is_trapped),
 		cmocka_unit_test(test_calls_the_suites_make_are_allowed),
 	};
 
