@@ -1333,4 +1333,9 @@ sandbox_enter(const char *root)
 	(void)root;
 	verbose("sandbox: none on this system");
 }
+
+void
+sandbox_report(void)
+{
+}
 #endif /* __linux__ */
