@@ -1,6 +1,13 @@
 /*
- * The file system as the client sees it: plain system calls, or, with -r,
- * the same calls confined beneath one directory.
+ * The file system as the client sees it, in one of three modes, each with
+ * its predicate:
+ *   - plain(): the plain system calls on the client's path;
+ *   - fs_confined() (-r): the same calls confined beneath one directory;
+ *   - guarded() (a transfer log open, with or without -r): every call that
+ *     could open or change a file first checks that it is not the log.
+ * A guarded call that is not confined resolves paths as plain calls do,
+ * through the same descriptor-based code as confinement (client_open(),
+ * jail_parent()), so that what is checked is what is acted on.
  *
  * Confinement rests on Linux's openat2(2) with RESOLVE_IN_ROOT, called
  * through syscall(2) so that no library beyond libc is needed, and on O_PATH
@@ -14,7 +21,7 @@
  * checked, since a concurrent session can swap a symlink in between, and a
  * symlink followed by a plain *at() call resolves from the real "/".  Every
  * call below therefore either
- *   - resolves a whole path once, with openat2() (jail_open()), and then
+ *   - resolves a whole path once, with openat2() (client_open()), and then
  *     acts on that descriptor alone (fstat, fstatvfs, ftruncate,
  *     utimensat and fchownat with AT_EMPTY_PATH, fchmodat2, fdopendir);
  *   - or acts on one name, without a slash, in a directory descriptor from
@@ -24,6 +31,24 @@
  *     AT_SYMLINK_FOLLOW, renameat and renameat2.
  * A check (fstatat) followed by an act is then at worst an answer about an
  * entry that has changed since, never an act outside the root.
+ *
+ * The rule of the guard (fs_protect()): no call opens, truncates, renames,
+ * links, removes or changes the attributes of the transfer log as
+ * configured, which is
+ *   - the file the session opened as its log;
+ *   - the file the log's path names at the time of the call (the name
+ *     looked up again, not followed, in the log's directory held open), so
+ *     that a rotation made after the session started is seen;
+ *   - every file of the log's family: an entry of the log's directory whose
+ *     name is the log's name, or begins with it and then '.' or '-'
+ *     ("xfer.log.1", "xfer.log.2.gz", "xfer.log-20260101"), which is what
+ *     rotations make of it.
+ * A file is compared by device and inode, on the descriptor the call
+ * opened or the entry it is about to act on, however the client's path
+ * named it (a symlink, another hard link, ".."); an entry of the family in
+ * the log's directory is also refused by name, existing or not, so that no
+ * request makes, replaces or removes one.  The family's inodes come from a
+ * scan of the directory, redone whenever its ctime changes.
  *
  * O_PATH and AT_EMPTY_PATH are GNU names in glibc, hence _GNU_SOURCE for
  * this file; sys-gnu.c is the only other file that sets it.
@@ -78,9 +103,6 @@ struct fs_open_how {
 /* statfs(2)'s f_type of procfs, as <linux/magic.h>. */
 #define PROC_FS_MAGIC	0x9fa0
 
-/* Symlinks followed in one path before ELOOP, as the kernel's limit. */
-#define SYMLINK_HOPS_MAX	40
-
 /* Retries of openat2() when a concurrent rename makes it answer EAGAIN. */
 #define OPENAT2_TRIES	64
 
@@ -88,8 +110,6 @@ static char *fs_getcwd(char *, size_t);
 
 static int root_fd = -1;
 static struct stat root_st;
-static int guarded;		/* fs_protect() named a file */
-static struct stat guard_st;	/* its device and inode */
 static char root_path[PATH_MAX];	/* canonical, as the system sees it */
 static char vcwd[PATH_MAX] = "/";
 
@@ -150,12 +170,12 @@ drop_leading_dotdot(char *vp)
 }
 
 /*
- * openat2() beneath the root; mode only with O_CREAT, as openat2 demands.
- * Not confined (a protected file makes the plain calls take this way too),
- * open(2) of the path.
+ * Opens the client's path, in every mode: under -r with openat2() beneath
+ * the root (mode only with O_CREAT, as openat2 demands); otherwise with
+ * open(2) of the path, which the guarded calls take as well.
  */
 static int
-jail_open(const char *path, int flags, mode_t mode)
+client_open(const char *path, int flags, mode_t mode)
 {
 #ifdef HAVE_OPENAT2
 	struct fs_open_how how;
@@ -207,20 +227,140 @@ on_procfs(int fd)
 	return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_FS_MAGIC;
 }
 
+/* The transfer log as configured: the guard's rule at the top of the file. */
+static int log_guarded;		/* fs_protect() was called */
+static struct stat log_st;	/* the log as this session opened it */
+static int logdir_fd = -1;	/* its directory, held open */
+static struct stat logdir_st;
+static DIR *logdir;		/* the same, for the family's scan */
+static char log_name[NAME_MAX + 1];	/* its name in that directory */
+static size_t log_name_len;
+
 /*
- * The protected file (fs_protect()): no request may open it, or change,
- * rename, link or remove it.  It is known by its device and inode, and
- * compared with what a request is about to act on: the descriptor it opened,
- * or the entry it names in a directory it holds open.
+ * The inodes of the family, as the last scan of the directory found them;
+ * trusted while the directory's ctime is the one seen then, and only when
+ * that was FAMILY_SETTLE seconds before the scan, so that a change in the
+ * same tick of the file system's clock cannot go unseen.
  */
+#define FAMILY_SETTLE	2
+static ino_t *family;
+static size_t family_len, family_size;
+static struct timespec family_ctime;
+static int family_valid;
+
+/* Whether a transfer log is guarded: the calls check what they act on. */
 static int
-is_guarded(const struct stat *st)
+guarded(void)
 {
-	return guarded && st->st_dev == guard_st.st_dev &&
-	    st->st_ino == guard_st.st_ino;
+	return log_guarded;
 }
 
-/* Refuses a request on the protected file: -1 with EACCES. */
+/* Whether the server runs unconfined and guards nothing: the plain calls. */
+static int
+plain(void)
+{
+	return !fs_confined() && !guarded();
+}
+
+static int
+same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Whether name is of the log's family, in whichever directory. */
+static int
+family_name(const char *name)
+{
+	return strncmp(name, log_name, log_name_len) == 0 &&
+	    (name[log_name_len] == '\0' || name[log_name_len] == '.' ||
+	    name[log_name_len] == '-');
+}
+
+/* Reads the family's inodes from the log's directory into family[]. */
+static int
+family_scan(void)
+{
+	struct dirent *de;
+	struct stat st;
+	ino_t *grown;
+	size_t n;
+
+	family_len = 0;
+	rewinddir(logdir);
+	errno = 0;
+	while ((de = readdir(logdir)) != NULL) {
+		if (!family_name(de->d_name))
+			continue;
+		if (fstatat(logdir_fd, de->d_name, &st,
+		    AT_SYMLINK_NOFOLLOW) == -1 || !S_ISREG(st.st_mode))
+			continue;	/* gone meanwhile; a link is no log */
+		if (family_len == family_size) {
+			n = family_size ? family_size * 2 : 16;
+			if ((grown = realloc(family, n * sizeof *family)) ==
+			    NULL)
+				return -1;
+			family = grown;
+			family_size = n;
+		}
+		family[family_len++] = st.st_ino;
+		errno = 0;
+	}
+	return errno == 0 ? 0 : -1;
+}
+
+/*
+ * Whether the regular file st, on the log directory's device, is of the
+ * family.  On any error, it is taken to be: a guard that cannot look refuses.
+ */
+static int
+in_family(const struct stat *st)
+{
+	struct stat dst;
+	struct timespec now;
+
+	if (logdir == NULL)
+		return 0;	/* the directory cannot be read: by name only */
+	if (fstat(logdir_fd, &dst) == -1)
+		return 1;
+	if (!family_valid || dst.st_ctim.tv_sec != family_ctime.tv_sec ||
+	    dst.st_ctim.tv_nsec != family_ctime.tv_nsec) {
+		if (clock_gettime(CLOCK_REALTIME, &now) == -1 ||
+		    family_scan() == -1) {
+			family_valid = 0;
+			return 1;
+		}
+		family_ctime = dst.st_ctim;
+		family_valid = now.tv_sec - dst.st_ctim.tv_sec >= FAMILY_SETTLE;
+	}
+	for (size_t i = 0; i < family_len; i++)
+		if (family[i] == st->st_ino)
+			return 1;
+	return 0;
+}
+
+/*
+ * The guard's rule for a file a call has opened or is about to act on:
+ * the log as opened, the file at the log's path now, or one of the family.
+ */
+static int
+is_log(const struct stat *st)
+{
+	struct stat now;
+
+	if (!guarded())
+		return 0;
+	if (same_file(st, &log_st))
+		return 1;
+	if (!S_ISREG(st->st_mode) || st->st_dev != logdir_st.st_dev)
+		return 0;	/* a log is a regular file in its directory */
+	if (fstatat(logdir_fd, log_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    same_file(st, &now))
+		return 1;
+	return in_family(st);
+}
+
+/* Refuses a request on the log: -1 with EACCES. */
 static int
 refuse(const char *path)
 {
@@ -229,38 +369,83 @@ refuse(const char *path)
 	return -1;
 }
 
-/* 0 unless fd is the protected file (then -1 with EACCES). */
+/* 0 unless fd is the log (then -1 with EACCES). */
 static int
 guard_fd(int fd, const char *path)
 {
 	struct stat st;
 
-	if (!guarded)
+	if (!guarded())
 		return 0;
 	if (fstat(fd, &st) == -1)
 		return -1;
-	return is_guarded(&st) ? refuse(path) : 0;
+	return is_log(&st) ? refuse(path) : 0;
 }
 
-/* The same for the entry name of the directory dirfd, not followed. */
+/*
+ * The same for the entry name of the directory dirfd, not followed, and
+ * whether it exists or not: a name of the family in the log's directory
+ * is refused by name, so that no request makes, replaces or removes one.
+ */
 static int
 guard_entry(int dirfd, const char *name, const char *path)
 {
 	struct stat st;
 
-	if (!guarded)
+	if (!guarded())
 		return 0;
+	if (family_name(name)) {
+		if (fstat(dirfd, &st) == -1)
+			return -1;
+		if (same_file(&st, &logdir_st))
+			return refuse(path);
+	}
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
 		return errno == ENOENT ? 0 : -1;
-	return is_guarded(&st) ? refuse(path) : 0;
+	return is_log(&st) ? refuse(path) : 0;
 }
 
 int
-fs_protect(int fd)
+fs_protect(const char *path, int fd)
 {
-	if (fstat(fd, &guard_st) == -1)
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *base;
+	int dfd;
+
+	base = slash != NULL ? slash + 1 : path;
+	if (strlen(base) == 0 || strlen(base) > NAME_MAX ||
+	    strlen(path) >= sizeof dir) {
+		errno = EINVAL;
 		return -1;
-	guarded = 1;
+	}
+	if (slash == NULL)
+		memcpy(dir, ".", 2);
+	else if (slash == path)
+		memcpy(dir, "/", 2);
+	else
+		(void)snprintf(dir, sizeof dir, "%.*s", (int)(slash - path),
+		    path);
+	if (fstat(fd, &log_st) == -1)
+		return -1;
+	/*
+	 * Read to list the family; a directory the user may not read is
+	 * guarded by the names and the file at the path alone.
+	 */
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		if ((logdir = fdopendir(dfd)) == NULL) {
+			close_keep_errno(dfd);
+			return -1;
+		}
+	} else if (errno != EACCES ||
+	    (dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		return -1;
+	}
+	if (fstat(dfd, &logdir_st) == -1)
+		return -1;
+	logdir_fd = dfd;
+	memcpy(log_name, base, strlen(base) + 1);
+	log_name_len = strlen(base);
+	log_guarded = 1;
 	return 0;
 }
 
@@ -312,15 +497,15 @@ jail_parent(const char *path, char *buf, const char **basep, int flags)
 	base = slash != NULL ? slash + 1 : buf;
 	if (strcmp(base, "") == 0 || strcmp(base, ".") == 0 ||
 	    strcmp(base, "..") == 0)
-		return jail_open(buf, O_PATH | O_DIRECTORY, 0);
+		return client_open(buf, O_PATH | O_DIRECTORY, 0);
 	*basep = base;
 	if (slash == NULL) {
-		fd = jail_open(".", O_PATH | O_DIRECTORY, 0);
+		fd = client_open(".", O_PATH | O_DIRECTORY, 0);
 	} else if (slash == buf) {
-		fd = jail_open("/", O_PATH | O_DIRECTORY, 0);
+		fd = client_open("/", O_PATH | O_DIRECTORY, 0);
 	} else {
 		*slash = '\0';
-		fd = jail_open(buf, O_PATH | O_DIRECTORY, 0);
+		fd = client_open(buf, O_PATH | O_DIRECTORY, 0);
 		*slash = '/';
 	}
 	if (fd != -1 && trailing && check_dir_entry(fd, *basep, flags) == -1) {
@@ -347,132 +532,6 @@ dots_errno(const char *buf, int for_rmdir)
 	return strcmp(last, "..") == 0 ? ENOTEMPTY : EBUSY;
 }
 
-/*
- * Whether the entry est in the directory dst can be replaced by root alone:
- * the directory is root's and no one else may write it, or it is sticky
- * (as /tmp) and the entry is root's.
- */
-static int
-entry_safe(const struct stat *dst, const struct stat *est)
-{
-	if (dst->st_uid != 0)
-		return 0;
-	if ((dst->st_mode & 022) == 0)
-		return 1;
-	return (dst->st_mode & S_ISVTX) != 0 && est->st_uid == 0;
-}
-
-/* Appends "/name" to the path walked so far, for the message. */
-static void
-walked_add(char *walked, const char *name)
-{
-	size_t len = strlen(walked);
-
-	if (len > 1 && len + 1 < PATH_MAX)
-		walked[len++] = '/';
-	(void)snprintf(walked + len, PATH_MAX - len, "%s", name);
-}
-
-/* Drops the last name of the path walked so far. */
-static void
-walked_drop(char *walked)
-{
-	char *slash = strrchr(walked, '/');
-
-	if (slash == walked)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-}
-
-int
-fs_root_check(const char *dir, char *bad, size_t size)
-{
-	char left[PATH_MAX], next[PATH_MAX], link[PATH_MAX];
-	char walked[PATH_MAX];
-	struct stat dst, est;
-	const char *p;
-	size_t n;
-	ssize_t len;
-	int dfd, nfd, hops = 0, r = -1;
-
-	bad[0] = '\0';
-	if (dir[0] == '/') {
-		n = (size_t)snprintf(left, sizeof left, "%s", dir);
-	} else {
-		if (getcwd(walked, sizeof walked) == NULL)
-			return -1;
-		n = (size_t)snprintf(left, sizeof left, "%s/%s", walked, dir);
-	}
-	if (n >= sizeof left) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	if ((dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) == -1)
-		return -1;
-	memcpy(walked, "/", 2);
-	while (left[0] != '\0') {
-		/* Take the next name off the front of left. */
-		p = left + strspn(left, "/");
-		n = strcspn(p, "/");
-		memcpy(next, p, n);
-		next[n] = '\0';
-		memmove(left, p + n, strlen(p + n) + 1);
-		if (n == 0 || strcmp(next, ".") == 0)
-			continue;
-		if (strcmp(next, "..") == 0) {
-			nfd = openat(dfd, "..", O_PATH | O_DIRECTORY |
-			    O_CLOEXEC);
-			walked_drop(walked);
-		} else {
-			walked_add(walked, next);
-			if (fstat(dfd, &dst) == -1 ||
-			    fstatat(dfd, next, &est, AT_SYMLINK_NOFOLLOW) == -1)
-				goto out;
-			if (!entry_safe(&dst, &est)) {
-				(void)snprintf(bad, size, "%s", walked);
-				errno = EPERM;
-				goto out;
-			}
-			if (S_ISLNK(est.st_mode)) {
-				/* The link is root's: check where it leads. */
-				if (++hops > SYMLINK_HOPS_MAX) {
-					errno = ELOOP;
-					goto out;
-				}
-				if ((len = readlinkat(dfd, next, link,
-				    sizeof link - 1)) == -1)
-					goto out;
-				link[len] = '\0';
-				if (snprintf(next, sizeof next, "%s/%s", link,
-				    left) >= (int)sizeof next) {
-					errno = ENAMETOOLONG;
-					goto out;
-				}
-				memcpy(left, next, strlen(next) + 1);
-				if (link[0] != '/') {
-					walked_drop(walked);
-					continue;
-				}
-				nfd = open("/", O_PATH | O_DIRECTORY |
-				    O_CLOEXEC);
-				memcpy(walked, "/", 2);
-			} else {
-				nfd = openat(dfd, next, O_PATH | O_DIRECTORY |
-				    O_NOFOLLOW | O_CLOEXEC);
-			}
-		}
-		if (nfd == -1)
-			goto out;
-		(void)close(dfd);
-		dfd = nfd;
-	}
-	r = 0;
-out:
-	close_keep_errno(dfd);
-	return r;
-}
-
 int
 fs_confine(const char *dir)
 {
@@ -489,7 +548,7 @@ fs_confine(const char *dir)
 	}
 	root_fd = fd;
 	/* Prove the kernel has openat2() before relying on it. */
-	if ((fd = jail_open("/", O_PATH | O_DIRECTORY, 0)) == -1) {
+	if ((fd = client_open("/", O_PATH | O_DIRECTORY, 0)) == -1) {
 		close_keep_errno(root_fd);
 		root_fd = -1;
 		if (errno == EINVAL || errno == EPERM)
@@ -578,7 +637,7 @@ static int
 open_resolved(const char *path)
 {
 	if (fs_confined())
-		return jail_open(path, O_PATH, 0);
+		return client_open(path, O_PATH, 0);
 	return open(path, O_PATH | O_CLOEXEC);
 }
 
@@ -783,7 +842,7 @@ fs_chdir(const char *path)
 		return chdir(path);
 	if (fs_realpath(path, resolved) == -1)
 		return -1;
-	if ((fd = jail_open(resolved, O_PATH | O_DIRECTORY, 0)) == -1)
+	if ((fd = client_open(resolved, O_PATH | O_DIRECTORY, 0)) == -1)
 		return -1;
 	(void)close(fd);
 	memcpy(vcwd, resolved, strlen(resolved) + 1);
@@ -822,11 +881,11 @@ open_guarded(const char *path, int flags, mode_t mode)
 		oflags = (oflags & ~O_ACCMODE) | O_RDWR;
 		reopen = 1;
 	}
-	if ((fd = jail_open(path, oflags, mode)) == -1)
+	if ((fd = client_open(path, oflags, mode)) == -1)
 		return -1;
 	if (fstat(fd, &st) == -1)
 		goto fail;
-	if (is_guarded(&st)) {
+	if (is_log(&st)) {
 		(void)refuse(path);
 		goto fail;
 	}
@@ -835,7 +894,7 @@ open_guarded(const char *path, int flags, mode_t mode)
 	if (!reopen)
 		return fd;
 	(void)close(fd);
-	if ((fd = jail_open(path, flags & ~(O_TRUNC | O_CREAT), 0)) == -1)
+	if ((fd = client_open(path, flags & ~(O_TRUNC | O_CREAT), 0)) == -1)
 		return -1;
 	if (fstat(fd, &again) == -1)
 		goto fail;
@@ -852,11 +911,11 @@ fail:
 int
 fs_open(const char *path, int flags, mode_t mode)
 {
-	if (guarded)
+	if (guarded())
 		return open_guarded(path, flags, mode);
 	if (!fs_confined())
 		return open(path, flags | O_CLOEXEC, mode);
-	return jail_open(path, flags, mode);
+	return client_open(path, flags, mode);
 }
 
 DIR *
@@ -867,7 +926,7 @@ fs_opendir(const char *path)
 
 	if (!fs_confined())
 		return opendir(path);
-	if ((fd = jail_open(path, O_RDONLY | O_DIRECTORY, 0)) == -1)
+	if ((fd = client_open(path, O_RDONLY | O_DIRECTORY, 0)) == -1)
 		return NULL;
 	if ((d = fdopendir(fd)) == NULL)
 		close_keep_errno(fd);
@@ -886,7 +945,7 @@ fs_stat(const char *path, struct stat *st, int follow)
 		return follow ? stat(path, st) : lstat(path, st);
 	/* A trailing slash makes even lstat(2) follow. */
 	if (follow || (len > 0 && path[len - 1] == '/')) {
-		if ((fd = jail_open(path, O_PATH, 0)) == -1)
+		if ((fd = client_open(path, O_PATH, 0)) == -1)
 			return -1;
 		r = fstat(fd, st);
 	} else {
@@ -934,7 +993,7 @@ fs_statvfs(const char *path, struct statvfs *st, uint64_t *fsid)
 	int fd, r;
 
 	/* One lookup, so that both calls describe the same file system. */
-	if ((fd = jail_open(path, O_PATH, 0)) == -1)
+	if ((fd = client_open(path, O_PATH, 0)) == -1)
 		return -1;
 	r = fs_fstatvfs(fd, st, fsid);
 	close_keep_errno(fd);
@@ -983,12 +1042,11 @@ entry_op(enum entry_op op, const char *path, mode_t mode, const char *target)
 	if (base == NULL) {
 		errno = op == OP_UNLINK ? EISDIR : dots_errno(buf,
 		    op == OP_RMDIR);
-	} else {
+	} else if (guard_entry(fd, base, path) == 0) {
 		/* None of these follows base, the last name. */
 		switch (op) {
 		case OP_UNLINK:
-			if (guard_entry(fd, base, path) == 0)
-				r = unlinkat(fd, base, 0);
+			r = unlinkat(fd, base, 0);
 			break;
 		case OP_MKDIR:
 			r = mkdirat(fd, base, mode);
@@ -1008,7 +1066,7 @@ entry_op(enum entry_op op, const char *path, mode_t mode, const char *target)
 int
 fs_unlink(const char *path)
 {
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return unlink(path);
 	return entry_op(OP_UNLINK, path, 0, NULL);
 }
@@ -1016,7 +1074,7 @@ fs_unlink(const char *path)
 int
 fs_mkdir(const char *path, mode_t mode)
 {
-	if (!fs_confined())
+	if (plain())
 		return mkdir(path, mode);
 	return entry_op(OP_MKDIR, path, mode, NULL);
 }
@@ -1024,7 +1082,7 @@ fs_mkdir(const char *path, mode_t mode)
 int
 fs_rmdir(const char *path)
 {
-	if (!fs_confined())
+	if (plain())
 		return rmdir(path);
 	return entry_op(OP_RMDIR, path, 0, NULL);
 }
@@ -1032,7 +1090,7 @@ fs_rmdir(const char *path)
 int
 fs_symlink(const char *target, const char *linkpath)
 {
-	if (!fs_confined())
+	if (plain())
 		return symlink(target, linkpath);
 	return entry_op(OP_SYMLINK, linkpath, 0, target);
 }
@@ -1060,8 +1118,8 @@ pair_op(int is_link, int noreplace, const char *oldpath, const char *newpath)
 	if (obase == NULL || nbase == NULL)
 		errno = is_link ? EEXIST : EBUSY;
 	else if (guard_entry(ofd, obase, oldpath) == -1 ||
-	    (!is_link && guard_entry(nfd, nbase, newpath) == -1))
-		;	/* the protected file, renamed, replaced or linked */
+	    guard_entry(nfd, nbase, newpath) == -1)
+		;	/* the log, renamed, replaced or linked */
 	else if (is_link)	/* without AT_SYMLINK_FOLLOW: the link itself */
 		r = linkat(ofd, obase, nfd, nbase, 0);
 	else if (noreplace)
@@ -1076,7 +1134,7 @@ pair_op(int is_link, int noreplace, const char *oldpath, const char *newpath)
 int
 fs_link(const char *oldpath, const char *newpath)
 {
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return link(oldpath, newpath);
 	return pair_op(1, 0, oldpath, newpath);
 }
@@ -1084,7 +1142,7 @@ fs_link(const char *oldpath, const char *newpath)
 int
 fs_rename(const char *oldpath, const char *newpath, int noreplace)
 {
-	if (!fs_confined() && !guarded) {
+	if (plain()) {
 		if (noreplace)
 			return sys_rename_noreplace(AT_FDCWD, oldpath,
 			    AT_FDCWD, newpath);
@@ -1104,12 +1162,12 @@ fs_truncate(const char *path, off_t size)
 	struct stat st;
 	int fd, r = -1;
 
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return truncate(path, size);
-	if ((fd = jail_open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1)
+	if ((fd = client_open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0)) == -1)
 		return -1;
 	if (fstat(fd, &st) == 0) {
-		if (is_guarded(&st))
+		if (is_log(&st))
 			(void)refuse(path);
 		else if (S_ISREG(st.st_mode))
 			r = ftruncate(fd, size);
@@ -1131,7 +1189,7 @@ jail_target(const char *path, int follow, char *buf, const char **basep)
 	if (!follow)
 		return jail_parent(path, buf, basep, 0);
 	*basep = NULL;
-	return jail_open(path, O_PATH, 0);
+	return client_open(path, O_PATH, 0);
 }
 
 /*
@@ -1158,8 +1216,12 @@ chmod_fd(int fd, const struct stat *st, int dirfd, const char *base,
 	if (errno != ENOSYS && errno != EINVAL)
 		return -1;
 #endif
+	/*
+	 * fchmodat(2) rather than chmod(2), which the sandbox refuses under -r
+	 * (sandbox.c, not_under_r[]).
+	 */
 	(void)snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-	if (chmod(proc, mode) == 0)
+	if (fchmodat(AT_FDCWD, proc, mode, 0) == 0)
 		return 0;
 	if (errno != ENOENT)
 		return -1;
@@ -1171,7 +1233,7 @@ chmod_fd(int fd, const struct stat *st, int dirfd, const char *base,
 		rfd = openat(dirfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
 		    O_NOCTTY | O_CLOEXEC);
 	else
-		rfd = jail_open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+		rfd = client_open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
 	if (rfd == -1)
 		return -1;
 	if (fstat(rfd, &again) == -1 || again.st_dev != st->st_dev ||
@@ -1200,7 +1262,7 @@ chmod_nofollow(int dirfd, const char *base, mode_t mode)
 	if ((fd = openat(dirfd, base, O_PATH | O_NOFOLLOW | O_CLOEXEC)) == -1)
 		return -1;
 	if (fstat(fd, &st) == 0) {
-		if (is_guarded(&st))
+		if (is_log(&st))
 			(void)refuse(base);
 		else if (S_ISLNK(st.st_mode))
 			errno = EOPNOTSUPP;
@@ -1219,7 +1281,7 @@ fs_chmod(const char *path, mode_t mode, int follow)
 	struct stat st;
 	int fd, r;
 
-	if (!fs_confined() && !guarded) {
+	if (plain()) {
 		if (follow)
 			return chmod(path, mode);
 		return chmod_nofollow(AT_FDCWD, path, mode);
@@ -1229,7 +1291,7 @@ fs_chmod(const char *path, mode_t mode, int follow)
 	if (base != NULL)
 		r = chmod_nofollow(fd, base, mode);
 	else if ((r = fstat(fd, &st)) == 0)
-		r = is_guarded(&st) ? refuse(path) :
+		r = is_log(&st) ? refuse(path) :
 		    chmod_fd(fd, &st, -1, NULL, path, mode);
 	close_keep_errno(fd);
 	return r;
@@ -1242,7 +1304,7 @@ fs_utimes(const char *path, const struct timespec ts[2], int follow)
 	const char *base;
 	int fd, r;
 
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return utimensat(AT_FDCWD, path, ts,
 		    follow ? 0 : AT_SYMLINK_NOFOLLOW);
 	if ((fd = jail_target(path, follow, buf, &base)) == -1)
@@ -1264,7 +1326,7 @@ fs_chown(const char *path, uid_t uid, gid_t gid, int follow)
 	const char *base;
 	int fd, r;
 
-	if (!fs_confined() && !guarded)
+	if (plain())
 		return follow ? chown(path, uid, gid) :
 		    fchownat(AT_FDCWD, path, uid, gid, AT_SYMLINK_NOFOLLOW);
 	if ((fd = jail_target(path, follow, buf, &base)) == -1)
@@ -1286,7 +1348,14 @@ fs_reset(void)
 	if (root_fd != -1)
 		(void)close(root_fd);
 	root_fd = -1;
-	guarded = 0;
+	if (logdir != NULL)
+		(void)closedir(logdir);
+	else if (logdir_fd != -1)
+		(void)close(logdir_fd);
+	logdir = NULL;
+	logdir_fd = -1;
+	family_valid = 0;
+	log_guarded = 0;
 	root_path[0] = '\0';
 	memcpy(vcwd, "/", 2);
 }

@@ -26,23 +26,20 @@
  */
 int	fs_confine(const char *dir);
 /*
- * Checks a root directory for -r as sshd checks ChrootDirectory: no one but
- * root can replace any name on the way to it, symlinks followed.  Each
- * directory that holds a name of the path is root's and writable by no one
- * else, or sticky (as /tmp) with that name root's.  Returns 0; or -1 with
- * errno EPERM and bad set to the first name that fails, or another errno
- * when the path cannot be walked.
+ * Guards the transfer log, open on fd, that path names (as the log was
+ * opened; a relative path from the current directory), across any number
+ * of rotations: from then on no call below opens, truncates, renames,
+ * links, removes or changes the attributes of the file open on fd, of the
+ * file that path names at the time of the call, or of a file of the log's
+ * family: an entry of the log's directory whose name is the log's name, or
+ * begins with it and then '.' or '-'.  Such files are known by device and
+ * inode, however the path of a request names them (a symlink, another
+ * hard link, ".."), and no request makes, replaces or removes an entry of
+ * the family by name.  A refused call fails with EACCES and logs why.
+ * The directory is held open; when the user may not read it, rotated files
+ * are guarded by their names only.  Returns 0, or -1 with errno.
  */
-int	fs_root_check(const char *dir, char *bad, size_t size);
-/*
- * Protects the file open on fd (the transfer log) from every request: from
- * then on no call below opens it, or truncates, renames, links, removes or
- * changes the attributes of it, however the path names it (a symlink,
- * another hard link, "..").  It is known by its device and inode, compared
- * with what each call is about to act on; such a call fails with EACCES and
- * logs why.  Returns 0, or -1 with errno.
- */
-int	fs_protect(int fd);
+int	fs_protect(const char *path, int fd);
 /* Whether fs_confine() is in force. */
 int	fs_confined(void);
 /*

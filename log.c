@@ -81,7 +81,8 @@ log_init(const char *ident, int level, int facility, int on_stderr)
 	log_on_stderr = on_stderr;
 	/*
 	 * Connected now (LOG_NDELAY), before the sandbox: a session whose
-	 * first line comes late finds /dev/log already open.
+	 * first line comes late finds /dev/log already open.  Under -r this
+	 * is the only connection it gets: the sandbox refuses new sockets.
 	 */
 	if (!on_stderr)
 		openlog(ident, LOG_PID | LOG_NDELAY, facility);

@@ -5,7 +5,9 @@
  * traffic is a trickle, whether requests come or not, and grows them only
  * while traffic shows a transfer: fewer, larger reads and writes then.  A
  * grow the kernel refuses leaves the pipe as it was, which is slower, never
- * wrong; a busy pipe tries again a second later.
+ * wrong; a busy pipe tries again a second later.  stdout may be a unix
+ * stream socket instead (sftp -D): its send buffer grows and shrinks the
+ * same way, when its reader runs on another CPU.
  */
 #ifndef PIPES_H
 #define PIPES_H
@@ -16,8 +18,14 @@
 void	pipes_init(void);
 /* A read from stdin returned n bytes: grows stdin when it ran full. */
 void	pipes_read(size_t n);
-/* n bytes are about to be written to stdout: grows it when they fill it. */
+/*
+ * n bytes are about to be written to stdout: grows it when they fill it
+ * (a socket: when, besides, its reader took bytes since the last large
+ * write, while the session worked).
+ */
 void	pipes_write(size_t n);
+/* The n bytes of the last pipes_write() are written. */
+void	pipes_written(size_t n);
 /*
  * The session is about to wait for input.  Returns how long it may wait,
  * in milliseconds (-1: no limit), or 0 when the traffic has fallen to a

@@ -763,7 +763,7 @@ process_write(uint32_t id, struct cursor *c)
 	struct handle *h;
 	uint32_t len, status = SSH_FX_OK;
 	uint64_t off;
-	int r;
+	int r, e;
 
 	h = get_handle(c, HANDLE_FILE, &r);
 	if (r != 0 || (r = pkt_get_u64(c, &off)) != 0 ||
@@ -778,11 +778,13 @@ process_write(uint32_t id, struct cursor *c)
 	} else if (!(h->flags & O_APPEND) && bad_offset(h, off)) {
 		status = errno_to_status(errno);
 	} else if (write_full(h, data, len, (off_t)off) == -1) {
-		status = errno_to_status(errno);
+		/* Saved first: error() may change errno. */
+		e = errno;
+		status = errno_to_status(e);
 		error(OPENSSH_FN("process_write") "write \"%.100s\": %s", h->path,
-		    strerror(errno));
+		    strerror(e));
 		if (h->io_errno == 0)
-			h->io_errno = errno;
+			h->io_errno = e;
 	} else if (!(h->flags & O_APPEND)) {
 		track(h, off, len);
 	}
@@ -1849,8 +1851,9 @@ requests_process(struct cursor *c)
 	}
 	rq = NULL;
 	if (pkt_get_u32(c, &id) != 0) {
+		/* No id to echo: the reply carries 0. */
 		id = 0;
-		error("request: bad message in request %u", id);
+		error("request of type %u: bad message: no request id", type);
 		status = SSH_FX_BAD_MESSAGE;
 	} else if ((rq = find_request(type, id, c, &status)) == NULL) {
 		/* status says why */

@@ -5,8 +5,9 @@
  * requests_init() and returns.  Nothing here writes to stdout, waits or
  * exits: a request that must end the session says so in its return value.
  *
- * Every call runs downward: requests.c calls fs.c, attrib.c, handles.c,
- * path.c and the wire code (packet.c), never the loop.
+ * Every call runs downward, to the layers below (tests/check-layers.sh).
+ * The one call back up into the loop is its stop check, which copy-data and
+ * check-file reach through fileio.c (fileio_set_stop()).
  */
 #ifndef REQUESTS_H
 #define REQUESTS_H
@@ -55,9 +56,9 @@ int	requests_init(const struct session *s, struct oqueue *oq);
 /*
  * Answers the request whose body (type byte first) c covers: exactly one
  * reply is queued, or none for a request that ends the session.  Returns 0,
- * the exit status that ends the session (SESSION_FATAL), or REQUESTS_STOP.  A reply that
- * does not fit the queue, or a request that got no reply or two, is a bug:
- * it aborts.
+ * the exit status that ends the session (SESSION_FATAL), or REQUESTS_STOP.
+ * A reply that does not fit the queue, or a request that got no reply or
+ * two, is a bug: it aborts.
  */
 int	requests_process(struct cursor *c);
 /* Closes every open handle, logging each as a "forced" close. */

@@ -4,10 +4,11 @@
  * alone:
  *
  *   - PR_SET_NO_NEW_PRIVS: nothing it could run would gain privileges;
- *   - Landlock: under -r, file access only beneath the root, and reads of
- *     what user and group lookups need; wherever the ABI has them, no TCP
- *     bind or connect, and no abstract unix socket or signal reaching
- *     outside the process;
+ *   - Landlock: under -r, files opened, made, removed, renamed and linked
+ *     only beneath the root, and reads of what user and group lookups
+ *     need (not modes, owners, times or attributes: see not_under_r[]);
+ *     wherever the ABI has them, no TCP bind or connect, and no abstract
+ *     unix socket or signal reaching outside the process;
  *   - a seccomp filter, written by hand below: the system calls that
  *     serving makes are allowed, those that take a command, flags or an
  *     address only with the values the server and its C library use
@@ -18,7 +19,9 @@
  *     falls back to the one allowed) and is logged at ERROR, once, by its
  *     name (the sanitizer and fuzz builds abort instead, naming it); a
  *     call of another ABI than the server's kills the process, since its
- *     numbers mean other calls there.
+ *     numbers mean other calls there.  Under -r, the calls of
+ *     not_under_r[] are refused as well: what the confinement leaves
+ *     reachable, and why, is said there.
  *
  * Each mechanism the kernel lacks is left out and the others still apply;
  * the server never refuses to serve for want of one.  What is in force is
@@ -241,7 +244,8 @@ struct sb_path_beneath {
  * changes; the user records of systemd's userdb, which nss_systemd reads
  * and lists; sssd's memory caches; libnss-extrausers.  What does not exist
  * here is left out.  Unix sockets (syslog, nscd, sssd, userdb) are reached
- * by connect(2), which these Landlock ABIs leave alone.
+ * by connect(2), which these Landlock ABIs leave alone; under -r no socket
+ * is made once the session serves (not_under_r[]).
  */
 static const char *const lookup_paths[] = {
 	"/etc/passwd",
@@ -434,6 +438,14 @@ static const struct rule rules[] = {
 #endif
 #ifdef __NR_fcntl64
 	ALLOW_IF(fcntl64, FCNTL_CHECKS), /* the same on 32-bit systems */
+#endif
+#ifdef __NR_setsockopt
+	/* stdout's send buffer, when a socket (sftp -D): at stdout alone */
+	ALLOW_IF(setsockopt, ONE_OF(0, STDOUT_FILENO)),
+#endif
+#ifdef __NR_getsockopt
+	/* what the client has yet to read of stdout, a socket (pipes.c) */
+	ALLOW_IF(getsockopt, ONE_OF(0, STDOUT_FILENO)),
 #endif
 #ifdef __NR_readlink
 	ALLOW(readlink),	/* READLINK without -r */
@@ -792,6 +804,133 @@ static const struct rule rules[] = {
 };
 #define NRULES	(sizeof rules / sizeof rules[0])
 
+/*
+ * Under -r, the filter refuses these calls with EPERM before any row of
+ * rules[] is tried: there they are allowed for serving without -r alone.
+ *
+ * What -r holds once a bug has handed the process to the client.  Landlock
+ * keeps opening, making, removing, renaming and linking files beneath the
+ * root, but it has no right for a file's mode, owner or times, nor for
+ * reading its attributes; it does not check O_PATH opens; and it governs
+ * truncation only from ABI 3 (Linux 6.2).  Under -r, fs.c reaches every
+ * file through descriptors that openat2(2) opened beneath the root, and
+ * never makes the calls below that resolve a path of their own from the
+ * real "/" or the current directory (utime, utimes, futimesat and access
+ * are not allowed at all).  Refusing them closes truncation outside the
+ * root on every ABI: truncate(2) is refused, and ftruncate(2) wants a
+ * descriptor open for writing, which Landlock grants only beneath the
+ * root.  (On ABI 2, opening a file read-only with O_TRUNC truncates it
+ * too: of the files outside, only those of the lookups, and only for an
+ * account that may write them, which normally only root may.)
+ *
+ * A filter cannot close the rest.  The *at() calls that fs.c needs under
+ * -r (fchmodat, fchmodat2, fchownat, utimensat, newfstatat or statx,
+ * readlinkat, openat with O_PATH) take a path, which a filter cannot read;
+ * an absolute path makes their directory argument moot, and AT_EMPTY_PATH
+ * with a path that is not empty resolves that path.  So a taken-over
+ * session under -r can still change the mode, group (owner, as root) and
+ * times of any file the account owns outside the root, and read the
+ * attributes of any path and the target of any symlink it can reach; it
+ * cannot read, write, truncate, make, remove, rename or link a file there.
+ * chroot(2) into the root inside a new user namespace would close that
+ * too, and is not done: where the kernel lets an unprivileged process make
+ * one at all, it may map only its own uid and gid, so stat(2) would report
+ * every other owner as the overflow id 65534 (ATTRS and long names would
+ * change, and the server would no longer be a drop-in replacement), a
+ * chown to another group of the account would fail, and the name service
+ * would read the root's /etc/passwd instead of the system's.
+ *
+ * Unix sockets.  Without -r, socket(AF_UNIX) and connect(2) serve the
+ * system log and the name service's daemons (nscd, sssd, systemd's userdb,
+ * nslcd, winbind), and reach whatever else the account may connect to:
+ * its own service manager (systemd --user, with pam_systemd) starts any
+ * program outside the sandbox on request, and SCM_RIGHTS hands a listener
+ * any descriptor.  Without -r that reaches no file the session could not
+ * change anyway (it may write the account's start-up files); under -r it
+ * would undo the root, so both are refused there.  The system log's socket
+ * is connected at start (log.c, LOG_NDELAY) and stays; after a restart of
+ * the system logger syslog(3) cannot connect again, and the session's
+ * later lines are lost.  Lookups find what the files hold, nscd's clients
+ * falling back to them; sssd answers from its memory cache, or through a
+ * connection made at start while sssd keeps it open; a user or group known
+ * only to a daemon is shown by number.  What stays: a datagram sent with
+ * an address (sendto, sendmsg) from the log's socket to any datagram
+ * socket the account may write to, descriptors attached; and where libc
+ * goes through socketcall(2) (i386, s390x), whose socket operation is
+ * refused anyway, its connect aiming that same socket elsewhere.
+ */
+static const long not_under_r[] = {
+	/* Paths resolved by the call itself. */
+#ifdef __NR_stat
+	__NR_stat,
+#endif
+#ifdef __NR_stat64
+	__NR_stat64,
+#endif
+#ifdef __NR_lstat
+	__NR_lstat,
+#endif
+#ifdef __NR_lstat64
+	__NR_lstat64,
+#endif
+#ifdef __NR_readlink
+	__NR_readlink,
+#endif
+#ifdef __NR_statfs
+	__NR_statfs,
+#endif
+#ifdef __NR_statfs64
+	__NR_statfs64,
+#endif
+#ifdef __NR_chmod
+	__NR_chmod,
+#endif
+#ifdef __NR_chown
+	__NR_chown,
+#endif
+#ifdef __NR_chown32
+	__NR_chown32,
+#endif
+#ifdef __NR_lchown
+	__NR_lchown,
+#endif
+#ifdef __NR_lchown32
+	__NR_lchown32,
+#endif
+#ifdef __NR_truncate
+	__NR_truncate,
+#endif
+#ifdef __NR_truncate64
+	__NR_truncate64,
+#endif
+#ifdef __NR_mkdir
+	__NR_mkdir,
+#endif
+#ifdef __NR_rmdir
+	__NR_rmdir,
+#endif
+#ifdef __NR_unlink
+	__NR_unlink,
+#endif
+#ifdef __NR_rename
+	__NR_rename,
+#endif
+#ifdef __NR_link
+	__NR_link,
+#endif
+#ifdef __NR_symlink
+	__NR_symlink,
+#endif
+	/* New sockets. */
+#ifdef __NR_socket
+	__NR_socket,
+#endif
+#ifdef __NR_connect
+	__NR_connect,
+#endif
+};
+#define NNOT_UNDER_R	(sizeof not_under_r / sizeof not_under_r[0])
+
 /* The names of all calls, for the log: see sysnames.h. */
 static const struct {
 	long nr;
@@ -954,14 +1093,15 @@ emit_rule(struct prog *p, const struct rule *r, uint32_t pid,
 }
 
 /*
- * The whole filter, for this process (pid).  With trap, a call that no row
- * names and a call with arguments that its row does not allow are trapped
- * (see TRAP_OFF_LIST); without (no handler), they fail with ENOSYS and
- * EPERM, unlogged.
+ * The whole filter, for this process (pid), and for -r when confined.
+ * With trap, a call that no row names and a call with arguments that
+ * its row does not allow are trapped (see TRAP_OFF_LIST); without (no
+ * handler), they fail with ENOSYS and EPERM, unlogged.
  */
 static void
-build_filter(struct prog *p, uint32_t pid, int trap)
+build_filter(struct prog *p, uint32_t pid, int confined, int trap)
 {
+	struct rule r = { 0, NULL, R_REFUSE, NULL, 0 };
 	uint32_t off_list = trap ? RET_TRAP | TRAP_OFF_LIST :
 	    RET_ERRNO(ENOSYS);
 	uint32_t bad_args = trap ? RET_TRAP | TRAP_ARGUMENTS :
@@ -978,6 +1118,11 @@ build_filter(struct prog *p, uint32_t pid, int trap)
 	emit(p, BPF_JSET, 0, 1, SB_X32_BIT);
 	emit(p, BPF_RET, 0, 0, RET_KILL);
 #endif
+	/* First, wherever their rows sit: the first rule to match decides. */
+	for (size_t i = 0; confined && i < NNOT_UNDER_R; i++) {
+		r.nr = not_under_r[i];
+		emit_rule(p, &r, pid, bad_args);
+	}
 	for (size_t i = 0; i < NRULES; i++)
 		if (!shadowed(i))
 			emit_rule(p, &rules[i], pid, bad_args);
@@ -1080,9 +1225,9 @@ sandbox_report(void)
 		    "the list");
 }
 
-/* Installs the filter; returns 0, or -1 with errno. */
+/* Installs the filter, for -r when confined; returns 0, or -1 with errno. */
 static int
-seccomp_enter(void)
+seccomp_enter(int confined)
 {
 	struct sigaction sa;
 	struct sb_prog fprog;
@@ -1099,7 +1244,7 @@ seccomp_enter(void)
 	if ((p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 	    MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
 		return -1;
-	build_filter(p, (uint32_t)getpid(), trap);
+	build_filter(p, (uint32_t)getpid(), confined, trap);
 	fprog.len = (unsigned short)p->len;
 	fprog.filter = p->insn;
 	r = prctl(PR_SET_SECCOMP, SB_SECCOMP_MODE_FILTER, &fprog, 0, 0);
@@ -1110,8 +1255,9 @@ seccomp_enter(void)
 }
 #else
 static int
-seccomp_enter(void)
+seccomp_enter(int confined)
 {
+	(void)confined;
 	errno = ENOTSUP;
 	return -1;
 }
@@ -1309,7 +1455,7 @@ sandbox_enter(const char *root)
 	if ((abi = landlock_part(root, ll, sizeof ll)) == 0 && root != NULL)
 		error("sandbox: %s: files outside the -r root are not refused "
 		    "by the kernel", ll);
-	if (seccomp_enter() == 0)
+	if (seccomp_enter(root != NULL) == 0)
 		(void)snprintf(sc, sizeof sc, "seccomp filter on");
 #ifdef HAVE_FILTER
 	else

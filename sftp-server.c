@@ -36,6 +36,7 @@
 #include "path.h"
 #include "pipes.h"
 #include "requests.h"
+#include "rootcheck.h"
 #include "sandbox.h"
 #include "sftp-server.h"
 #include "sys-gnu.h"
@@ -227,7 +228,9 @@ output_failed(void)
 static void
 flush_replies(void)
 {
-	pipes_write(oq_pending(&oq));
+	size_t n = oq_pending(&oq);
+
+	pipes_write(n);
 	while (oq_flush(&oq, STDOUT_FILENO) == -1) {
 		if (got_signal)
 			end_by_signal();
@@ -238,6 +241,7 @@ flush_replies(void)
 			output_failed();
 		}
 	}
+	pipes_written(n);
 }
 
 /*
@@ -514,7 +518,7 @@ confine(const char *root)
 {
 	char bad[PATH_MAX];
 
-	if (fs_root_check(root, bad, sizeof bad) == -1) {
+	if (root_check(root, bad, sizeof bad) == -1) {
 		if (errno == EPERM)
 			error("bad ownership or modes for root directory "
 			    "component \"%s\": refusing to start", bad);
@@ -626,16 +630,28 @@ parse_options(int argc, char **argv, struct options *o)
 }
 
 /*
- * -L: the transfer log, which no request may then reach.  A log that cannot
- * be opened refuses the session, rather than let it run unlogged.
+ * -L: the transfer log, a file which no request may then reach, or
+ * "syslog:FACILITY", the system log.  A log that cannot be opened refuses
+ * the session, rather than let it run unlogged.
  */
+#define XFERLOG_SYSLOG	"syslog:"
+
 static void
 open_xferlog(const char *path)
 {
 	const char *why;
+	int facility;
 
-	if (xferlog_open(path) == 0) {
-		if (fs_protect(xferlog_fd()) == 0)
+	if (strncmp(path, XFERLOG_SYSLOG, strlen(XFERLOG_SYSLOG)) == 0) {
+		facility = log_facility_number(path + strlen(XFERLOG_SYSLOG));
+		if (facility == -1)
+			why = "unknown facility";
+		else if (xferlog_open_syslog(facility) == 0)
+			return;
+		else
+			why = strerror(errno);
+	} else if (xferlog_open(path) == 0) {
+		if (fs_protect(path, xferlog_fd()) == 0)
 			return;
 		why = strerror(errno);
 	} else if (errno == ENOENT) {
@@ -691,8 +707,11 @@ sftp_server_main(int argc, char **argv)
 		expand_dir(o.dir, startdir, sizeof startdir);
 	if (o.root != NULL)
 		expand_dir(o.root, rootdir, sizeof rootdir);
-	if (o.xferlog != NULL)
+	if (o.xferlog != NULL &&
+	    strncmp(o.xferlog, XFERLOG_SYSLOG, strlen(XFERLOG_SYSLOG)) != 0)
 		expand_dir(o.xferlog, logpath, sizeof logpath);
+	else if (o.xferlog != NULL)
+		(void)snprintf(logpath, sizeof logpath, "%s", o.xferlog);
 
 	/* As OpenSSH's log_init(): a bad level or facility that stuck. */
 	if (o.level == LOG_LEVEL_NOT_SET) {

@@ -122,3 +122,15 @@ sys_open_path(const char *path)
 	return open(path, O_RDONLY | O_CLOEXEC);
 #endif
 }
+
+int
+sys_open_dir_path(int dirfd, const char *name)
+{
+#ifdef O_PATH
+	return openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+#else
+	return openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC);
+#endif
+}

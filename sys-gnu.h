@@ -49,5 +49,11 @@ int	sys_ppoll(struct pollfd *fds, nfds_t n, int timeout_ms,
  * O_PATH is missing, path opened read-only.  Returns it, or -1 with errno.
  */
 int	sys_open_path(const char *path);
+/*
+ * The same for the directory name in dirfd (AT_FDCWD, or a descriptor from
+ * here), never through a symlink in its place: O_PATH | O_DIRECTORY |
+ * O_NOFOLLOW.  Returns it, or -1 with errno (ENOTDIR for a symlink).
+ */
+int	sys_open_dir_path(int dirfd, const char *name);
 
 #endif /* SYS_GNU_H */

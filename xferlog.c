@@ -4,52 +4,173 @@
  * whole for every writer of the file.
  */
 #include <sys/types.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "sys-gnu.h"
 #include "xferlog.h"
 
 /*
  * Two paths of PATH_MAX bytes, each escaped (6 bytes a byte at worst) and in
- * hexadecimal (2 bytes a byte), and the rest of the line.
+ * hexadecimal (2 bytes a byte), and the rest of the line; before it, room
+ * for the system log's header, so that a record is sent from one buffer.
  */
-#define LINE_MAX_BYTES	(80 * 1024)
+#define HEAD_BYTES	128
+#define LINE_MAX_BYTES	(HEAD_BYTES + 80 * 1024)
+
+/* The tag of the records in the system log. */
+#define SYSLOG_TAG	"sftp-transfer"
+
+#ifndef _PATH_LOG
+#define _PATH_LOG	"/dev/log"	/* where <syslog.h> does not say */
+#endif
 
 static int log_fd = -1;
+static struct stat log_st;	/* the file log_fd holds */
+static int dir_fd = -1;		/* the log's directory, for rotations */
+static char log_name[NAME_MAX + 1];	/* the log's name in it */
+static struct stat stuck_st;	/* a new file that could not be opened */
+static int sys_fd = -1;		/* the system log's socket, or -1 */
+static int sys_pri;		/* the records' facility and priority */
 static int failed;		/* a write failed: reported once */
+static int stuck;		/* a rotation not followed: reported once */
 static const char *user = "";
 static char addr[64], port[16];
 static char linebuf[LINE_MAX_BYTES];
 
-int
-xferlog_open(const char *path)
+/*
+ * Opens name in the directory dirfd for appending, never creating it and
+ * never through a symlink, and only a regular file.  Returns the descriptor,
+ * with its fstat() in st, or -1 with errno.
+ */
+static int
+open_log(int dirfd, const char *name, struct stat *st)
 {
-	struct stat st;
 	int fd, e;
 
-	/* Never created, never through a symlink in its place. */
-	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY |
+	fd = openat(dirfd, name, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY |
 	    O_NONBLOCK | O_NOFOLLOW);
 	if (fd == -1) {
 		if (errno == ENXIO)
 			errno = EINVAL;	/* a FIFO without a reader, a device */
 		return -1;
 	}
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		e = S_ISREG(st.st_mode) ? errno : EINVAL;
+	if (fstat(fd, st) == -1 || !S_ISREG(st->st_mode)) {
+		e = S_ISREG(st->st_mode) ? errno : EINVAL;
 		(void)close(fd);
 		errno = e;
 		return -1;
 	}
+	return fd;
+}
+
+int
+xferlog_open(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	const char *base = slash != NULL ? slash + 1 : path;
+	int fd, e;
+
+	if (strlen(base) > NAME_MAX || strlen(path) >= sizeof dir) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if ((fd = open_log(AT_FDCWD, path, &log_st)) == -1)
+		return -1;
+	if (slash == NULL)
+		memcpy(dir, ".", 2);
+	else
+		(void)snprintf(dir, sizeof dir, "%.*s",
+		    slash == path ? 1 : (int)(slash - path), path);
+	if ((dir_fd = sys_open_path(dir)) == -1) {
+		e = errno;
+		(void)close(fd);
+		errno = e;
+		return -1;
+	}
+	memcpy(log_name, base, strlen(base) + 1);
 	log_fd = fd;
+	return 0;
+}
+
+/*
+ * After a rotation (the log renamed, a new one made at its path), the next
+ * record goes to the new file, as logrotate's "create" expects: the path
+ * is looked at before each record.  Until the new file exists, and when it
+ * cannot be opened (under -r, where Landlock keeps files beneath the root),
+ * records go on to the file already open, which the rotation renamed.
+ */
+static void
+follow_rotation(void)
+{
+	struct stat st, nst;
+	int fd;
+
+	if (fstatat(dir_fd, log_name, &st, AT_SYMLINK_NOFOLLOW) == -1 ||
+	    !S_ISREG(st.st_mode) || (st.st_dev == log_st.st_dev &&
+	    st.st_ino == log_st.st_ino) || (st.st_dev == stuck_st.st_dev &&
+	    st.st_ino == stuck_st.st_ino))
+		return;
+	if ((fd = open_log(dir_fd, log_name, &nst)) == -1) {
+		stuck_st = st;	/* tried once */
+		if (!stuck) {
+			stuck = 1;
+			error("transfer log: cannot open the new \"%s\" after "
+			    "a rotation (%s): writing on to the rotated file",
+			    log_name, strerror(errno));
+		}
+		return;
+	}
+	(void)close(log_fd);
+	log_fd = fd;
+	log_st = nst;
+}
+
+/*
+ * Connects the datagram socket fd to the system log: at start, and again
+ * when the system log was restarted (a datagram socket may be connected
+ * anew, so no socket is made after start, which the sandbox refuses where
+ * libc makes sockets through socketcall(2)).  Returns what connect(2) does.
+ */
+static int
+syslog_connect(int fd)
+{
+	struct sockaddr_un sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	(void)snprintf(sa.sun_path, sizeof sa.sun_path, "%s", _PATH_LOG);
+	return connect(fd, (struct sockaddr *)&sa, sizeof sa);
+}
+
+int
+xferlog_open_syslog(int facility)
+{
+	int fd, e;
+
+	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	if (syslog_connect(fd) == -1) {
+		e = errno;
+		(void)close(fd);
+		errno = e;
+		return -1;
+	}
+	sys_fd = fd;
+	sys_pri = facility | LOG_INFO;
 	return 0;
 }
 
@@ -62,7 +183,7 @@ xferlog_fd(void)
 int
 xferlog_enabled(void)
 {
-	return log_fd != -1;
+	return log_fd != -1 || sys_fd != -1;
 }
 
 void
@@ -294,6 +415,41 @@ put_event(size_t *off, const struct xfer_event *e)
 	return e->result == NULL ? 0 : put_str(off, "result", e->result);
 }
 
+/*
+ * Sends the record at linebuf + HEAD_BYTES, len bytes without its newline,
+ * to the system log as one message: "<PRI>Mmm dd hh:mm:ss TAG[PID]: "
+ * before it, as syslog(3) writes.  A system log that was restarted is
+ * connected to again, once.  Returns what send(2) returned.
+ */
+static ssize_t
+send_syslog(const struct timespec *ts, size_t len)
+{
+	char head[HEAD_BYTES], stamp[32];
+	struct tm tm;
+	size_t hlen;
+	ssize_t n;
+	int tries;
+
+	if (localtime_r(&ts->tv_sec, &tm) == NULL ||
+	    strftime(stamp, sizeof stamp, "%b %e %H:%M:%S", &tm) == 0)
+		memcpy(stamp, "Jan  1 00:00:00", 16);
+	hlen = (size_t)snprintf(head, sizeof head, "<%d>%s %s[%ld]: ", sys_pri,
+	    stamp, SYSLOG_TAG, (long)getpid());
+	memcpy(linebuf + HEAD_BYTES - hlen, head, hlen);
+	for (tries = 0; tries < 2; tries++) {
+		while ((n = send(sys_fd, linebuf + HEAD_BYTES - hlen,
+		    hlen + len, MSG_NOSIGNAL)) == -1 && errno == EINTR)
+			;
+		if (n != -1 || tries > 0 || (errno != ECONNREFUSED &&
+		    errno != ENOTCONN && errno != ECONNRESET))
+			break;
+		/* The system log was restarted: its socket is another. */
+		if (syslog_connect(sys_fd) == -1)
+			return -1;
+	}
+	return n < 0 ? n : n - (ssize_t)hlen;
+}
+
 void
 xferlog_write(const struct xfer_event *e)
 {
@@ -303,12 +459,15 @@ xferlog_write(const struct xfer_event *e)
 	ssize_t n;
 	int saved = errno;
 
-	if (log_fd == -1)
+	if (!xferlog_enabled())
 		return;
+	if (log_fd != -1)
+		follow_rotation();
 	if (clock_gettime(CLOCK_REALTIME, &ts) == -1 ||
 	    gmtime_r(&ts.tv_sec, &tm) == NULL)
 		memset(&tm, 0, sizeof tm);
-	off = strftime(linebuf, sizeof linebuf,
+	off = HEAD_BYTES;
+	off += strftime(linebuf + off, sizeof linebuf - off,
 	    "{\"time\":\"%Y-%m-%dT%H:%M:%S", &tm);
 	off += (size_t)snprintf(linebuf + off, sizeof linebuf - off,
 	    ".%03ldZ\",\"session\":%ld", ts.tv_nsec / 1000000L,
@@ -319,8 +478,14 @@ xferlog_write(const struct xfer_event *e)
 		errno = saved;
 		return;
 	}
-	while ((n = write(log_fd, linebuf, off)) == -1 && errno == EINTR)
-		;
+	off -= HEAD_BYTES;
+	if (log_fd != -1) {
+		while ((n = write(log_fd, linebuf + HEAD_BYTES, off)) == -1 &&
+		    errno == EINTR)
+			;
+	} else {
+		n = send_syslog(&ts, --off);	/* one message, no newline */
+	}
 	if ((n < 0 || (size_t)n != off) && !failed) {
 		failed = 1;
 		error("transfer log: %s", n < 0 ? strerror(errno) :

@@ -6,7 +6,8 @@
  * how much, and did it finish" without the AUTH stream of the system log.
  *
  * A failed write never fails a request; the first one is reported in the
- * normal log.
+ * normal log.  After a rotation (the file renamed and a new one made at its
+ * path) the next line goes to the new file.
  */
 #ifndef XFERLOG_H
 #define XFERLOG_H
@@ -35,20 +36,42 @@ struct xfer_event {
 
 #define XFER_NONE	UINT64_MAX
 
-/* An event with every field left out but the name. */
-#define XFER_EVENT(name) { (name), NULL, NULL, NULL, XFER_NONE, XFER_NONE, \
-	XFER_NONE, XFER_NONE, XFER_NONE, XFER_NONE, XFER_NONE, XFER_NONE,  \
-	XFER_NONE, NULL, 0, NULL }
+/*
+ * An event with every field left out but the name: the numbers XFER_NONE,
+ * the rest NULL or 0 as designated initialisers leave them.
+ */
+#define XFER_EVENT(name) {						\
+	.event = (name),						\
+	.bytes_read = XFER_NONE,					\
+	.bytes_written = XFER_NONE,					\
+	.first_offset = XFER_NONE,					\
+	.last_offset = XFER_NONE,					\
+	.mode = XFER_NONE,						\
+	.size = XFER_NONE,						\
+	.uid = XFER_NONE,						\
+	.gid = XFER_NONE,						\
+	.mtime = XFER_NONE,						\
+}
 
 /*
  * Opens the log at path for appending.  It must exist and be a regular file:
  * it is never created (a log made by the first session would belong to that
  * user) and never opened through a symlink in its place.  Returns 0, or -1
  * with errno: ENOENT, ELOOP for a symlink, EINVAL for anything but a regular
- * file, or what open(2) said.
+ * file, or what open(2) said.  The log's directory is held open, so that a
+ * rotation is found by the same name in the same directory whatever the
+ * current directory becomes.
  */
 int	xferlog_open(const char *path);
-/* The log's descriptor, or -1: for fs_protect(). */
+/*
+ * Sends the records to the system log instead, one message each, at
+ * facility (LOG_LOCAL6, ...) and LOG_INFO, tagged SYSLOG_TAG's
+ * "sftp-transfer", on a socket of their own connected now to the system
+ * log (a restarted system log is connected to again).  Returns 0, or -1
+ * with errno from socket(2) or connect(2).
+ */
+int	xferlog_open_syslog(int facility);
+/* The log file's descriptor, or -1: for fs_protect(). */
 int	xferlog_fd(void);
 /* Whether the log is open. */
 int	xferlog_enabled(void);
@@ -57,7 +80,12 @@ int	xferlog_enabled(void);
  * NULL), named in every line.  Both strings must outlive the session.
  */
 void	xferlog_session(const char *user, const char *connection);
-/* Writes one line, when the log is open. */
+/*
+ * Writes one line, when the log is open: to the file the path names now,
+ * when it is another regular file than the one open and can be opened as
+ * xferlog_open() would; otherwise to the one open (the first such failure
+ * is reported in the normal log).
+ */
 void	xferlog_write(const struct xfer_event *);
 
 #endif /* XFERLOG_H */

@@ -7,9 +7,10 @@
 #   3  sftp-server.c sftp-server.h                 options, setup, the loop
 #   2  requests.c requests.h                       table, dispatch, handlers
 #   1  fs attrib handles path pipes xferlog        the file system, attributes,
-#      fileio sandbox                              handles, expansions, pipes,
+#      fileio sandbox rootcheck                    handles, expansions, pipes,
 #                                                  the transfer log, the file
-#                                                  I/O engines, the sandbox
+#                                                  I/O engines, the sandbox,
+#                                                  the check of the -r root
 #   0  packet log sys-gnu digest sysnames          the wire, logging, GNU calls,
 #                                                  digests, system call names
 cd "$(dirname "$0")/.." || exit 1
@@ -19,7 +20,8 @@ layer() {
     sftp-server-main) echo 4 ;;
     sftp-server) echo 3 ;;
     requests) echo 2 ;;
-    fs | attrib | handles | path | pipes | xferlog | fileio | sandbox) echo 1 ;;
+    fs | attrib | handles | path | pipes | xferlog | fileio | sandbox | \
+        rootcheck) echo 1 ;;
     packet | log | sys-gnu | digest | sysnames) echo 0 ;;
     *) echo "" ;;
     esac

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/lib/lib.sh
 export SFTP_SERVER=${1:-${SFTP_SERVER:-$PWD/sftp-server}}
 PYTHON=${PYTHON:-/usr/bin/python3}
-SUITES=${SUITES:-"raw hostile confine race guarantees faults sandbox sftp confine-sftp parity sshd xferlog"}
+SUITES=${SUITES:-"raw hostile confine race guarantees faults order sandbox sftp confine-sftp parity sshd xferlog"}
 
 broken=""
 for s in $SUITES; do
@@ -20,6 +20,7 @@ for s in $SUITES; do
     race)         cmd=("$PYTHON" tests/protocol/test_race.py) ;;
     guarantees)   cmd=("$PYTHON" tests/protocol/test_guarantees.py) ;;
     faults)       cmd=("$PYTHON" tests/protocol/test_fs_faults.py) ;;
+    order)        cmd=("$PYTHON" tests/protocol/test_order.py) ;;
     sandbox)      cmd=("$PYTHON" tests/protocol/test_sandbox.py) ;;
     sftp)         cmd=(tests/clients/run-sftp.sh) ;;
     confine-sftp) cmd=(tests/clients/run-confine.sh) ;;

@@ -32,12 +32,17 @@ Normalisation (cmp):
       serves ("sandbox: ..."), where OpenSSH's server confines nothing on
       Linux; such lines are dropped from TEST (tests/protocol/
       test_sandbox.py checks them).
+    - the server's own requests (check-file), which $PARITY_OWN_REQUESTS
+      names (run-parity.sh takes them from the two servers' -Q requests):
+      listed by -Q, and refused or advertised where OpenSSH has nothing;
+      lines that name one are dropped from TEST.
   * --client: what the sftp client printed, with the numbers of df rows
     and the dates of ls -l lines masked (they depend on the moment and on
     what else uses the file system).
 Lines are compared byte for byte otherwise, including the CR of CR LF.
 """
 
+import os
 import re
 import sys
 
@@ -55,7 +60,12 @@ DF_ROW_RE = re.compile(rb"^ *(?:[0-9.]+[A-Za-z]* +){4}\d+%\r?$")
 LS_DATE_RE = re.compile(rb"[A-Z][a-z][a-z] [ 0-9]\d (?: \d{4}|\d\d:\d\d) ")
 
 
-OWN_EXT_RE = re.compile(rb"\bcheck-file")
+# The server's own requests, by name: a line naming one (or one of its
+# extensions, whose names start with it) has no counterpart in OpenSSH's.
+OWN_REQUESTS = os.environ.get("PARITY_OWN_REQUESTS", "").split()
+OWN_EXT_RE = re.compile(rb"\b(?:" + b"|".join(
+    re.escape(n.encode()) for n in OWN_REQUESTS) + rb")") \
+    if OWN_REQUESTS else None
 SANDBOX_RE = re.compile(rb"^" + PREFIX + rb"sandbox: ")
 
 
@@ -98,7 +108,8 @@ def normalise(lines, masks, client, is_test):
         out = drop_transfer_lines(out)
         # Documented exception: check-file is this server's own extension,
         # listed by -Q and refused or advertised where OpenSSH has nothing.
-        out = [l for l in out if not OWN_EXT_RE.search(l)]
+        if OWN_EXT_RE is not None:
+            out = [l for l in out if not OWN_EXT_RE.search(l)]
         out = [l for l in out if not SANDBOX_RE.match(l)]
     else:
         out = [l for l in out if not ALLOCATE_RE.search(l)]

@@ -432,11 +432,13 @@ perm_tests() {
     chmod 0600 "$P/rootdir/secret"
     echo upload > "$L/upload"
     chmod 0644 "$L/upload"
-    if ! runuser -u "$TEST_USER" -- test -x "$P/rootdir" -a -x "$SFTP_SERVER" 2>/dev/null; then
-        skip "permission tests" "user $TEST_USER cannot reach the temporary directory or the server binary"
+    local server
+    server=$(binary_for_user "$TEST_USER" "$SFTP_SERVER" "$T")
+    if ! runuser -u "$TEST_USER" -- test -x "$P/rootdir" -a -x "$server" 2>/dev/null; then
+        fail "permission tests: setup" "expected user $TEST_USER to reach $P/rootdir and the server ($server), got no access"
         return
     fi
-    sftp_try "$P" "runuser -u $TEST_USER -- $SERVER_CMD" <<EOF
+    sftp_try "$P" "runuser -u $TEST_USER -- $server${SFTP_SERVER_ARGS:+ $SFTP_SERVER_ARGS}" <<EOF
 -put "$L/upload" rootdir/new
 -mkdir rootdir/newdir
 -rm rootdir/pub

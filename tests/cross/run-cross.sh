@@ -169,7 +169,10 @@ arch() {
         suites "$a" "$bin" "$SUITES_NATIVE"
     else
         mkdir -p "$T/$a"
-        printf '#!/bin/sh\nexec %s %s "$@"\n' "$q" "$bin" > "$T/$a/sftp-server"
+        # The wrapper runs a copy beside it: the suites' other users run it,
+        # and the tree may be closed to them (a clone in a home of 0700).
+        cp "$bin" "$T/$a/sftp-server-$a" && chmod 0755 "$T/$a/sftp-server-$a"
+        printf '#!/bin/sh\nexec %s %s "$@"\n' "$q" "$T/$a/sftp-server-$a" > "$T/$a/sftp-server"
         chmod 0755 "$T/$a/sftp-server"
         case " $SUITES_QEMU " in
         *" confine "*) ;;

@@ -56,6 +56,21 @@ add_counts() {
     SKIPPED=$((SKIPPED + ${k:-0}))
 }
 
+# binary_for_user USER BINARY DIR: prints where USER can run BINARY: BINARY
+# itself when USER can, else a copy of the same name in DIR/bin-USER (made
+# mode 0755; DIR must be open to USER).  A tree cloned into a home of mode
+# 0700 is closed to other users, and the suites run from there all the same.
+binary_for_user() {
+    local user=$1 binary=$2 dir=$3/bin-$1
+    if runuser -u "$user" -- test -x "$binary" 2>/dev/null; then
+        printf '%s\n' "$binary"
+        return
+    fi
+    mkdir -p -m 0755 "$dir" &&
+        cp "$binary" "$dir/" && chmod 0755 "$dir/${binary##*/}" &&
+        printf '%s\n' "$dir/${binary##*/}"
+}
+
 # server_path [PATH]: the server under test as an absolute path: PATH, else
 # $SFTP_SERVER, else sftp-server in the repository's root.
 server_path() {

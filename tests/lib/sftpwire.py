@@ -21,6 +21,7 @@ Only the Python 3 standard library is used.
 
 import os
 import select
+import shutil
 import struct
 import subprocess
 import tempfile
@@ -111,7 +112,12 @@ SFTP_MAX_MSG_LENGTH = 262144
 SFTP_MAX_READ_LENGTH = 261120
 MAX_HANDLE_LENGTH = 256
 
-# The extensions OpenSSH advertises, in its order, with their versions.
+# The extensions OpenSSH's server advertises, in its order, with their
+# versions: a fact about the reference, which the server's VERSION begins
+# with.  The server's own extensions follow them; they are not listed here
+# but taken from the server (own_extensions()), as its request names are
+# (request_names()), so that a new request is named in one test file only,
+# tests/unit/test_requests.c.
 OPENSSH_EXTENSIONS = [
     (b"posix-rename@openssh.com", b"1"),
     (b"statvfs@openssh.com", b"2"),
@@ -125,22 +131,29 @@ OPENSSH_EXTENSIONS = [
     (b"home-directory", b"1"),
     (b"users-groups-by-id@openssh.com", b"1"),
 ]
+OPENSSH_EXTENSION_NAMES = frozenset(n for n, _ in OPENSSH_EXTENSIONS)
 
-# The extensions of this server's own, advertised after OpenSSH's.
-CHECK_FILE_ALGORITHMS = b"md5,sha1,sha224,sha256,sha384,sha512,crc32"
-OWN_EXTENSIONS = [
-    (b"check-file-handle", CHECK_FILE_ALGORITHMS),
-    (b"check-file-name", CHECK_FILE_ALGORITHMS),
-    (b"check-file", CHECK_FILE_ALGORITHMS),
-]
-SERVER_EXTENSIONS = OPENSSH_EXTENSIONS + OWN_EXTENSIONS
+
+def own_extensions(extensions):
+    """A VERSION's extensions that OpenSSH's server does not have."""
+    return [e for e in extensions if e[0] not in OPENSSH_EXTENSION_NAMES]
 
 
 def without_own_extensions(extensions):
     """A VERSION's extensions less this server's own, to compare with
     OpenSSH's server."""
-    own = {name for name, _ in OWN_EXTENSIONS}
-    return [e for e in extensions if e[0] not in own]
+    return [e for e in extensions if e[0] in OPENSSH_EXTENSION_NAMES]
+
+
+def request_names(binary):
+    """The request names a server lists with -Q requests, as -P and -p
+    take them, in its order."""
+    r = subprocess.run([binary, "-Q", "requests"], capture_output=True,
+                       timeout=DEFAULT_TIMEOUT)
+    if r.returncode != 0:
+        raise ProtocolError("%s -Q requests: exit status %d" %
+                            (binary, r.returncode))
+    return r.stdout.decode().split()
 
 DEFAULT_TIMEOUT = float(os.environ.get("SFTP_TIMEOUT", "10"))
 
@@ -712,6 +725,34 @@ def server_argv(default_path=None):
     binary = os.path.abspath(os.environ.get("SFTP_SERVER") or default_path or
                              os.path.join(REPO, "sftp-server"))
     return [binary] + os.environ.get("SFTP_SERVER_ARGS", "").split()
+
+
+def others_can_run(path):
+    """Whether a user with no claim on path (nobody) can execute it: it and
+    every directory above it are open to others."""
+    p = os.path.abspath(path)
+    while True:
+        if not os.stat(p).st_mode & 0o001:
+            return False
+        if p == "/":
+            return True
+        p = os.path.dirname(p)
+
+
+def binary_for_others(binary, parent):
+    """binary where another user (nobody, a test user) can run it: binary
+    itself when others can, else a copy of the same name (the name tells a
+    sanitizer build) in a new directory of mode 0755 under parent, which
+    they must reach.  A tree cloned into a home of mode 0700 is closed to
+    them, and the suites run from there all the same."""
+    if others_can_run(binary):
+        return binary
+    d = tempfile.mkdtemp(prefix="bin-", dir=parent)
+    os.chmod(d, 0o755)
+    copy = os.path.join(d, os.path.basename(binary))
+    shutil.copyfile(binary, copy)
+    os.chmod(copy, 0o755)
+    return copy
 
 
 def reference_argv():

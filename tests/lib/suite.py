@@ -118,6 +118,7 @@ def private_dirty_kib(pid, binary):
 
 # Signs of a sanitizer report in the server's stderr.
 SANITIZER_REPORT = re.compile(rb"(ERROR: \w+Sanitizer|runtime error:|"
+                              rb"WARNING: ThreadSanitizer|"
                               rb"LeakSanitizer|AddressSanitizer)")
 
 

@@ -129,6 +129,35 @@ check_eq "make install with PREFIX and mandir" \
 make -C "$A" uninstall DESTDIR="$D" PREFIX=/opt/x mandir=/opt/man > "$T/out" 2>&1
 check_eq "make uninstall with PREFIX and mandir" "" "$(files_in "$D")"
 
+# make deps and make test-deps on a machine that has every package: neither
+# apt-get nor dpkg runs (as root with another apt running, apt-get would fail
+# on the dpkg lock).
+for target in deps test-deps; do
+    out=$(make -s -C "$A" "$target" SUDO=false APT_GET=false 2>&1)
+    RC=$?
+    case $out in
+    *"not installed:"*)
+        skip "make $target with every package installed" "this machine lacks some: $out" ;;
+    *)
+        check_eq "make $target with every package installed: no apt-get" \
+            "0 $target: every package is installed" "$RC $out" ;;
+    esac
+done
+
+# What the packages install: the manual renamed, its examples naming the
+# installed server.
+D=$T/dest-manname
+make -C "$A" install DESTDIR="$D" PREFIX=/usr libexecdir="$LIBEXEC" \
+    MANNAME="$PKG" > "$T/out" 2>&1
+check_eq "make install MANNAME: the manual under that name" \
+    "usr/libexec/$PKG/sftp-server 755;usr/share/man/man8/$PKG.8 644;" "$(files_in "$D")"
+check_eq "make install MANNAME: .Nm and the examples' path" \
+    ".Nm $PKG;Subsystem sftp $LIBEXEC/sftp-server" \
+    "$(grep -m1 '^\.Nm' "$D/usr/share/man/man8/$PKG.8");$(grep -m1 -o "Subsystem sftp [^ ]*" "$D/usr/share/man/man8/$PKG.8")"
+make -C "$A" uninstall DESTDIR="$D" PREFIX=/usr libexecdir="$LIBEXEC" \
+    MANNAME="$PKG" > "$T/out" 2>&1
+check_eq "make uninstall MANNAME" "" "$(files_in "$D")"
+
 # ---------------------------------------------------------------------------
 # 2. reproducible builds
 # ---------------------------------------------------------------------------

@@ -6,8 +6,9 @@
  * Usage: inject PID CALL...
  *   CALL is NR[,ARG]...: a system call's number, in the ABI of the process
  *   (x86-64, or i386 on an x86-64 kernel), and up to six arguments, each a
- *   number (decimal, or hex with 0x) or @TEXT, the address of TEXT,
- *   NUL-terminated, copied into the process.
+ *   number (decimal, or hex with 0x), @TEXT, the address of TEXT,
+ *   NUL-terminated, copied into the process, or %HEX, the address of the
+ *   bytes HEX spells (two hex digits each, a sockaddr say), copied so.
  * Prints one line per call: what it returned, -errno for a failure.
  *
  * The process is stopped where it is (PTRACE_SEIZE, PTRACE_INTERRUPT: a
@@ -190,15 +191,34 @@ poke(unsigned long addr, const char *s, size_t len)
 struct call {
 	long nr;
 	long args[MAX_ARGS];
-	const char *text[MAX_ARGS];	/* @TEXT, or NULL */
+	const char *text[MAX_ARGS];	/* of @TEXT or %HEX, or NULL */
+	size_t len[MAX_ARGS];		/* its bytes (@TEXT: its NUL too) */
 };
+
+/* The bytes that hex spells, into out (strlen(hex) / 2 of them). */
+static int
+unhex(const char *hex, char *out)
+{
+	unsigned int byte;
+	size_t n = strlen(hex);
+
+	if (n == 0 || n % 2 != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += 2) {
+		if (strspn(hex + i, "0123456789abcdefABCDEF") < 2 ||
+		    sscanf(hex + i, "%2x", &byte) != 1)
+			return -1;
+		out[i / 2] = (char)byte;
+	}
+	return (int)(n / 2);
+}
 
 /* Reads CALL into c; returns 0, or -1 when it does not parse. */
 static int
 parse(char *spec, struct call *c)
 {
 	char *tok, *end;
-	int n;
+	int n, len;
 
 	memset(c, 0, sizeof *c);
 	tok = strsep(&spec, ",");
@@ -210,6 +230,15 @@ parse(char *spec, struct call *c)
 			return -1;
 		if (tok[0] == '@') {
 			c->text[n] = tok + 1;
+			c->len[n] = strlen(tok + 1) + 1;
+			continue;
+		}
+		if (tok[0] == '%') {
+			/* In place: the bytes are fewer than their digits. */
+			if ((len = unhex(tok + 1, tok)) == -1)
+				return -1;
+			c->text[n] = tok;
+			c->len[n] = (size_t)len;
 			continue;
 		}
 		c->args[n] = strtol(tok, &end, 0);
@@ -284,7 +313,7 @@ main(int argc, char **argv)
 		for (int n = 0; n < MAX_ARGS; n++) {
 			if (calls[i].text[n] == NULL)
 				continue;
-			len = strlen(calls[i].text[n]) + 1;
+			len = calls[i].len[n];
 			if (used + (long)len > TEXT_PAGE) {
 				errno = E2BIG;
 				die("texts");

@@ -22,7 +22,8 @@
  *   FAULT_EIO_PREFIX=path   close(), fsync() and fdatasync() of a file
  *                           whose path starts with path make the real call,
  *                           then fail with EIO: a write-back error.
- *   FAULT_ESTALE_PREFIX=p   read(), write(), pread(), pwrite(), splice(),
+ *   FAULT_ESTALE_PREFIX=p   read(), write(), pread(), pwrite(), preadv(),
+ *                           pwritev(), preadv2(), pwritev2(), splice(),
  *                           sendfile() and copy_file_range() on a file whose
  *                           path starts with p fail with ESTALE, as on NFS
  *                           after the file went away on the server.
@@ -38,6 +39,7 @@
 #include <sys/types.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -62,6 +64,10 @@ static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_write)(int, const void *, size_t);
 static ssize_t (*real_pread)(int, void *, size_t, off_t);
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
+static ssize_t (*real_preadv)(int, const struct iovec *, int, off_t);
+static ssize_t (*real_pwritev)(int, const struct iovec *, int, off_t);
+static ssize_t (*real_preadv2)(int, const struct iovec *, int, off_t, int);
+static ssize_t (*real_pwritev2)(int, const struct iovec *, int, off_t, int);
 static ssize_t (*real_splice)(int, loff_t *, int, loff_t *, size_t,
     unsigned int);
 static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
@@ -106,6 +112,10 @@ resolve(void)
 	real_write = next_symbol("write");
 	real_pread = next_symbol("pread");
 	real_pwrite = next_symbol("pwrite");
+	real_preadv = next_symbol("preadv");
+	real_pwritev = next_symbol("pwritev");
+	real_preadv2 = next_symbol("preadv2");
+	real_pwritev2 = next_symbol("pwritev2");
 	real_splice = next_symbol("splice");
 	real_sendfile = next_symbol("sendfile");
 	real_cfr = next_symbol("copy_file_range");
@@ -253,6 +263,70 @@ ssize_t
 pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
 	return pwrite(fd, buf, n, off);
+}
+
+ssize_t
+preadv(int fd, const struct iovec *iov, int n, off_t off)
+{
+	resolve();
+	if (STALE(fd))
+		return fault("preadv", ESTALE);
+	return real_preadv(fd, iov, n, off);
+}
+
+ssize_t
+preadv64(int fd, const struct iovec *iov, int n, off_t off)
+{
+	return preadv(fd, iov, n, off);
+}
+
+ssize_t
+pwritev(int fd, const struct iovec *iov, int n, off_t off)
+{
+	resolve();
+	if (STALE(fd))
+		return fault("pwritev", ESTALE);
+	return real_pwritev(fd, iov, n, off);
+}
+
+ssize_t
+pwritev64(int fd, const struct iovec *iov, int n, off_t off)
+{
+	return pwritev(fd, iov, n, off);
+}
+
+/*
+ * preadv2() and pwritev2(): a concurrent server reads with RWF_NOWAIT
+ * first, and a fault must reach that call as well.
+ */
+ssize_t
+preadv2(int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+	resolve();
+	if (STALE(fd))
+		return fault("preadv2", ESTALE);
+	return real_preadv2(fd, iov, n, off, flags);
+}
+
+ssize_t
+preadv64v2(int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+	return preadv2(fd, iov, n, off, flags);
+}
+
+ssize_t
+pwritev2(int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+	resolve();
+	if (STALE(fd))
+		return fault("pwritev2", ESTALE);
+	return real_pwritev2(fd, iov, n, off, flags);
+}
+
+ssize_t
+pwritev64v2(int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+	return pwritev2(fd, iov, n, off, flags);
 }
 
 ssize_t

@@ -676,16 +676,114 @@ def fork_as_nobody(work, close=()):
     return pid, rfd
 
 
-def others_can_run(path):
-    """Whether a user with no claim on path (nobody) can execute it: it and
-    every directory above it are open to others."""
-    p = os.path.abspath(path)
-    while True:
-        if not os.stat(p).st_mode & 0o001:
-            return False
-        if p == "/":
-            return True
-        p = os.path.dirname(p)
+class SocketServer(sftpwire.Server):
+    """The server on one end of a unix socketpair, as sftp -D starts it,
+    instead of on two pipes."""
+
+    def __init__(self, argv, cwd, timeout):
+        import socket
+        self.argv = list(argv)
+        self.timeout = timeout
+        self._stderr = tempfile.TemporaryFile()
+        self._rbuf = bytearray()
+        self._eof = False
+        self._next_id = 1
+        self.returncode = None
+        self.sock, theirs = socket.socketpair()
+        self.inode = os.fstat(theirs.fileno()).st_ino
+        self.proc = subprocess.Popen(
+            self.argv, stdin=theirs.fileno(), stdout=theirs.fileno(),
+            stderr=self._stderr, cwd=cwd, close_fds=True)
+        theirs.close()
+        self._in = self._out = self.sock.fileno()
+        self.sock.setblocking(False)
+
+    def close_stdin(self):
+        import socket
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.returncode = self.proc.returncode
+        self.sock.close()
+
+
+def send_buffer(srv):
+    """SO_SNDBUF of the server's end of its socket, as ss(8) reads it
+    through sock_diag: one end's buffer cannot be read from the other."""
+    out = subprocess.run(["ss", "-x", "-m", "-n"], capture_output=True,
+                         text=True, check=True).stdout
+    for m in re.finditer(r"\*\s+(\d+)\s+\*\s+\d+\s+skmem:\(([^)]*)\)",
+                         out):
+        if int(m.group(1)) == srv.inode:
+            return int(re.search(r"\btb(\d+)", m.group(2)).group(1))
+    raise Failure("the server's socket (inode %d) is not in ss -x"
+                  % srv.inode)
+
+
+@test("on a socketpair (sftp -D), a download whose client reads while the "
+      "server works grows stdout's send buffer, and an idle session gives "
+      "it back")
+def _(ctx):
+    """The server grows the buffer once it sees its reader take bytes
+    between two large writes, with no read of requests between them.  The
+    requests all come in one write: 8 READs of 32 KiB (a write of 256 KiB
+    and more), a check-file of 256 MiB of zeros (a few hundred ms of the
+    server's work, in which this client reads what the READs left in the
+    socket), then the READs of the rest of the file."""
+    import socket
+    if shutil.which("ss") is None:
+        raise Skip("needs ss (iproute2) to read the server's send buffer")
+    a, b = socket.socketpair()
+    base = a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    a.close()
+    b.close()
+    try:
+        with open("/proc/sys/net/core/wmem_max") as f:
+            big = min(1 << 20, 2 * int(f.read()))
+    except OSError:
+        big = None
+    size = 32768
+    data = random.Random(10).randbytes(8 << 20)
+    ctx.write("down", data)
+    sparse(ctx, "zeros", 256 << 20)
+    srv = SocketServer([SERVER, "-e"], ctx.dir, 10 * SLOW)
+    ctx.servers.append(srv)
+    srv.init()
+    start = send_buffer(srv)
+    h = srv.open("down", SSH_FXF_READ)
+    reads = [req_read(h, o, size) for o in range(0, len(data), size)]
+    pause = sftpwire.req_extended(
+        "check-file-name", sftpwire.string("zeros") + sftpwire.string("md5") +
+        sftpwire.u64(0) + sftpwire.u64(0) + sftpwire.u32(0))
+    ids = srv.send_many(reads[:8] + [pause] + reads[8:])
+    replies = [srv.recv(timeout=60 * SLOW) for _ in ids]
+    expect(not isinstance(replies[8], Status), "check-file: %r" % replies[8])
+    got = b"".join(getattr(r, "data", b"") for r in replies[:8] + replies[9:])
+    expect(got == data, "downloaded bytes differ from the file")
+    expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    busy = send_buffer(srv)
+    idle = when_idle(lambda: send_buffer(srv), base)
+    expect(start == base, "send buffer at start: expected the socket's "
+           "own %d, got %d" % (base, start))
+    if big is not None:
+        expect(busy == big, "send buffer during a transfer: expected %d, "
+               "got %d" % (big, busy))
+    else:
+        expect(busy > base, "send buffer during a transfer: %d, not above "
+               "the socket's own %d" % (busy, base))
+    expect(idle == base, "send buffer idle after a transfer: expected %d, "
+           "got %d" % (base, idle))
+    expect(srv.close() == 0, "exit status")
+    return "send buffer %d at start, %d busy, %d idle" % (start, busy, idle)
 
 
 @test("with the user's pipe quota spent, a session transfers correctly, "
@@ -694,18 +792,16 @@ def _(ctx):
     if os.geteuid() != 0:
         raise Skip("needs root, to lower pipe-user-pages-soft and run the "
                    "session as nobody")
-    if not others_can_run(SERVER):
-        raise Skip("nobody cannot run %s: a directory above it is closed "
-                   "to others" % SERVER)
     knob = "/proc/sys/fs/pipe-user-pages-soft"
     with open(knob) as f:
         saved = f.read().strip()
     os.chmod(ctx.dir, 0o777)
+    server = sftpwire.binary_for_others(SERVER, ctx.dir)
     data = random.Random(11).randbytes(4 << 20)
     ack_r, ack_w = os.pipe()    # the parent: the quota has room again
 
     def session(wfd):
-        srv = sftpwire.Server([SERVER, "-e"], cwd=ctx.dir, timeout=30 * SLOW)
+        srv = sftpwire.Server([server, "-e"], cwd=ctx.dir, timeout=30 * SLOW)
         srv.init()
         start = pipe_sizes(srv)
         transfer(srv, data)
@@ -776,8 +872,9 @@ def new_pipe_size():
         os.close(w)
 
 
-def trickle_sessions(ctx):
-    """Run as the user whose pipes they are: TRICKLE_SESSIONS sessions, each
+def trickle_sessions(ctx, server):
+    """Run as the user whose pipes they are: TRICKLE_SESSIONS sessions of
+    server, each
     a burst of 2 MiB up and down, all kept alive by one STAT a second, until
     every session is back at a page per pipe and a new pipe gets the default
     64 KiB, or 10 s (scaled) after the last burst.  Returns what was seen,
@@ -797,7 +894,7 @@ def trickle_sessions(ctx):
     try:
         for i in range(TRICKLE_SESSIONS):
             os.mkdir(ctx.path("s%d" % i))
-            srv = sftpwire.Server([SERVER, "-e"], cwd=ctx.path("s%d" % i),
+            srv = sftpwire.Server([server, "-e"], cwd=ctx.path("s%d" % i),
                                   timeout=30 * SLOW)
             sessions.append(srv)
             srv.init()
@@ -847,7 +944,8 @@ def _(ctx):
         raise Skip("pipe-user-pages-soft is %s, not the default 16384 this "
                    "test measures against" % quota)
     os.chmod(ctx.dir, 0o777)
-    pid, rfd = fork_as_nobody(lambda wfd: trickle_sessions(ctx))
+    server = sftpwire.binary_for_others(SERVER, ctx.dir)
+    pid, rfd = fork_as_nobody(lambda wfd: trickle_sessions(ctx, server))
     out = b"".join(iter(lambda: os.read(rfd, 65536), b""))
     os.close(rfd)
     _, status = os.waitpid(pid, 0)

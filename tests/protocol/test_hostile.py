@@ -5,8 +5,9 @@ What a client (or the system) can do to the server that no well-behaved
 client does: malformed and oversized frames, input cut anywhere, handle
 exhaustion, never reading replies, closing stdout, failing, short and
 interrupted system calls, a full file system, resource limits, unusual
-stdin and stdout (non-blocking pipes, a socket), symlink loops, and the
-limits of -R, -P and -p.
+stdin and stdout (non-blocking pipes, a socket), symlink loops, and what
+VERSION advertises under -R, -P and -p (which request each refuses is
+tests/unit/test_requests.c's).
 
 The server under test is $SFTP_SERVER (default: sftp-server in the
 repository root), started with the extra arguments in
@@ -67,27 +68,6 @@ SANITIZED = suite.sanitized(SERVER_ARGV[0])
 
 UMASK = 0o022
 PATH_MAX = 4096
-
-# The requests of OpenSSH's server that change the file system: refused
-# under -R (OpenSSH's handler table, fsync included).
-MODIFYING = {"write", "setstat", "fsetstat", "remove", "mkdir", "rmdir",
-             "rename", "symlink", "posix-rename", "hardlink", "fsync",
-             "lsetstat", "copy-data"}
-
-# Request name (as -P, -p and -Q name it) -> the extension name it answers.
-EXTENSION_OF = {
-    "posix-rename": b"posix-rename@openssh.com",
-    "statvfs": b"statvfs@openssh.com",
-    "fstatvfs": b"fstatvfs@openssh.com",
-    "hardlink": b"hardlink@openssh.com",
-    "fsync": b"fsync@openssh.com",
-    "lsetstat": b"lsetstat@openssh.com",
-    "limits": b"limits@openssh.com",
-    "expand-path": b"expand-path@openssh.com",
-    "copy-data": b"copy-data",
-    "home-directory": b"home-directory",
-    "users-groups-by-id": b"users-groups-by-id@openssh.com",
-}
 
 
 # ---------------------------------------------------------------------------
@@ -1560,197 +1540,60 @@ def test_eintr_from_blocking_calls(ctx):
 # Security of what the server allows
 
 
-def policy_setup(d):
-    os.mkdir(d)
-    files = {"f": b"0123456789", "g": b"", "c": b"close me", "rm_me": b"r",
-             "ren_src": b"x", "pr_src": b"y", "ss": b"s", "ls": b"l",
-             "d/inside": b"i"}
-    os.mkdir(os.path.join(d, "d"))
-    os.mkdir(os.path.join(d, "rmdir_me"))
-    for name, data in files.items():
-        with open(os.path.join(d, name), "wb") as f:
-            f.write(data)
-        os.chmod(os.path.join(d, name), 0o644)
-    os.symlink("f", os.path.join(d, "l"))
+def bare_request_refused(srv, name):
+    """Whether the extension, sent without its fields, is refused.  -R, -P
+    and -p are applied before any field is read: a permitted one gets
+    another answer (BAD_MESSAGE for the missing fields, or its reply)."""
+    r = srv.call(req_extended(name, b""))
+    return isinstance(r, Status) and r.code == SSH_FX_PERMISSION_DENIED
 
 
-POLICY_ITEMS = [
-    ("open", lambda h: req_open("f", SSH_FXF_READ)),
-    ("read", lambda h: req_read(h["f"], 0, 4)),
-    ("write", lambda h: req_write(h["f"], 2, b"AB")),
-    ("lstat", lambda h: req_lstat("l")),
-    ("fstat", lambda h: req_fstat(h["f"])),
-    ("setstat", lambda h: req_setstat("ss", Attrs(permissions=0o600))),
-    ("fsetstat", lambda h: req_fsetstat(h["f"], Attrs(permissions=0o640))),
-    ("opendir", lambda h: req_opendir("d")),
-    ("readdir", lambda h: req_readdir(h["d"])),
-    ("remove", lambda h: req_remove("rm_me")),
-    ("mkdir", lambda h: req_mkdir("newdir")),
-    ("rmdir", lambda h: req_rmdir("rmdir_me")),
-    ("realpath", lambda h: req_realpath(".")),
-    ("stat", lambda h: req_stat("f")),
-    ("rename", lambda h: req_rename("ren_src", "ren_dst")),
-    ("readlink", lambda h: req_readlink("l")),
-    ("symlink", lambda h: req_symlink("f", "newlink")),
-    ("posix-rename", lambda h: req_posix_rename("pr_src", "pr_dst")),
-    ("statvfs", lambda h: req_statvfs(".")),
-    ("fstatvfs", lambda h: req_fstatvfs(h["f"])),
-    ("hardlink", lambda h: req_hardlink("f", "hl")),
-    ("fsync", lambda h: req_fsync(h["f"])),
-    ("lsetstat", lambda h: req_lsetstat("ls", Attrs(permissions=0o600))),
-    ("limits", lambda h: req_limits()),
-    ("expand-path", lambda h: req_expand_path("~/x")),
-    ("copy-data", lambda h: req_copy_data(h["f"], 0, 0, h["g"], 0)),
-    ("home-directory", lambda h: req_home_directory("")),
-    ("users-groups-by-id", lambda h: req_users_groups_by_id([0], [0])),
-    ("check-file", lambda h: req_extended(
-        "check-file-handle", string(h["f"]) + string("md5") + u64(0) +
-        u64(0) + u32(0))),
-    ("close", lambda h: req_close(h["c"])),
-]
-POLICY_NAMES = [n for n, _ in POLICY_ITEMS]
-DUMMY_HANDLE = b"\xff" * 8
-
-
-def policy_run(ctx, d, args, files, dirs, skip=()):
-    """The POLICY_ITEMS on a fresh tree d, less those in skip.  files is
-    None (no handles: OPEN is refused), "rw" or "ro"; dirs whether OPENDIR
-    may be used for the setup.  Returns (extensions, {name: shape}, tree,
-    replies)."""
-    policy_setup(d)
-    srv = ctx.server(args, cwd=d, init=False)
-    v = srv.init()
-    h = {"f": DUMMY_HANDLE, "g": DUMMY_HANDLE, "c": DUMMY_HANDLE,
-         "d": DUMMY_HANDLE}
-    if files:
-        fl = SSH_FXF_READ | (SSH_FXF_WRITE if files == "rw" else 0)
-        for k in ("f", "g", "c"):
-            h[k] = expect_type(srv.call(req_open(k, fl if k != "c" else
-                                                 SSH_FXF_READ)),
-                               Handle, "setup OPEN %s %r" % (k, args)).handle
-    if dirs:
-        h["d"] = expect_type(srv.call(req_opendir("d")), Handle,
-                             "setup OPENDIR %r" % (args,)).handle
-    shapes, replies = {}, {}
-    for name, make in POLICY_ITEMS:
-        if name in skip:
+@test
+def test_version_advertises_what_is_permitted(ctx):
+    # Which request -R, -P and -p refuse, row by row, is
+    # tests/unit/test_requests.c's; here, the VERSION of the whole server
+    # under each: an extension is advertised exactly when it is served,
+    # and, where OpenSSH's server is installed, OpenSSH's extensions as it
+    # advertises them under the same option.
+    names = request_names(SERVER_ARGV[0])
+    full = ctx.server(init=False).init().extensions
+    ref_names = (set(request_names(REFERENCE))
+                 if os.access(REFERENCE, os.X_OK) else None)
+    cases = [["-R"], ["-P", ",".join(names)], ["-p", ",".join(names)]]
+    for name in names:
+        cases += [["-P", name], ["-p", name]]
+    problems, advertised = [], {}
+    for args in cases:
+        what = " ".join(args)
+        srv = ctx.server(args, init=False)
+        got = advertised[what] = srv.init().extensions
+        served = [e for e in full if not bare_request_refused(srv, e[0])]
+        if got != served:
+            problems.append("%s: VERSION advertises %r, served are %r" %
+                            (what, [n for n, _ in got],
+                             [n for n, _ in served]))
+        expect_eq("exit status under %s" % what, srv.close(), 0)
+        if args[0] != "-R" and \
+                (ref_names is None or not set(args[1].split(",")) <=
+                 ref_names):
             continue
-        r = srv.call(make(h))
-        shapes[name] = shape(r)
-        replies[name] = r
-    expect_eq("exit status %r" % (args,), srv.close(), 0)
-    expect_no_sanitizer_report(srv, "server %r" % (args,))
-    return [n for n, _ in v.extensions], shapes, tree_snapshot(d), replies
-
-
-def server_request_names():
-    r = subprocess.run(SERVER_ARGV[:1] + ["-Q", "requests"],
-                       capture_output=True, timeout=DEFAULT_TIMEOUT)
-    expect_eq("exit status of -Q requests", r.returncode, 0)
-    return r.stdout.decode().split()
-
-
-def with_implied(refused):
-    """The requests refused when those named are: check-file discloses what
-    a file holds, so it is refused where read is."""
-    return set(refused) | ({"check-file"} if "read" in refused else set())
-
-
-def check_policy(ctx, tag, args, refused, files, dirs, trees=None):
-    """A run under args against a run without restrictions that skips the
-    refused requests: refused ones get PERMISSION_DENIED, the others the
-    same answers, the tree ends the same, refused extensions are not
-    advertised.  Returns a list of problems; the tree left by the run under
-    args is appended to trees."""
-    named = set(refused)
-    refused = with_implied(refused)
-    n = len(os.listdir(ctx.cwd))
-    ext, got, tree, replies = policy_run(ctx, ctx.path("p%d" % n), args,
-                                         files, dirs)
-    _, want, btree, _ = policy_run(ctx, ctx.path("p%d" % (n + 1)), [],
-                                   files, dirs, skip=refused)
-    if trees is not None:
-        trees.append(tree)
-    problems = []
-    for name in POLICY_NAMES:
-        if name in refused:
-            if got[name] != ("STATUS", "PERMISSION_DENIED"):
-                problems.append("%s %s: expected PERMISSION_DENIED, got %r"
-                                % (tag, name, replies[name]))
-        elif got[name] != want[name]:
-            problems.append("%s %s: expected %r, got %r" %
-                            (tag, name, want[name], got[name]))
-    if tree != btree:
-        diff = sorted(set(tree) ^ set(btree))
-        problems.append("%s: file system differs: %r" % (tag, diff[:4]))
-    want_ext = [e for e, _ in OPENSSH_EXTENSIONS
-                if not any(EXTENSION_OF.get(r) == e for r in refused)]
-    if "check-file" not in refused:
-        # check-file-name opens the file: not where open is refused.
-        want_ext += [e for e, _ in OWN_EXTENSIONS
-                     if e != b"check-file-name" or "open" not in named]
-    if ext != want_ext:
-        problems.append("%s: VERSION advertises %r, expected %r" %
-                        (tag, ext, want_ext))
-    return problems
-
-
-@test
-def test_deny_each_request(ctx):
-    names = server_request_names()
-    expect_eq("request names of -Q requests", sorted(names),
-              sorted(POLICY_NAMES))
-    problems = []
-    for name in names:
-        problems += check_policy(ctx, "-P %s" % name, ["-P", name], {name},
-                                 None if name == "open" else "rw",
-                                 name != "opendir")
+        ref = Proc([REFERENCE] + args, cwd=ctx.cwd)
+        ctx.servers.append(ref)
+        want = ref.init().extensions
+        if without_own_extensions(got) != want:
+            problems.append("%s: OpenSSH's extensions %r, OpenSSH %r" %
+                            (what, [n for n, _ in
+                                    without_own_extensions(got)],
+                             [n for n, _ in want]))
+        ref.close()
+    # The two ends, whatever the probe above says.
+    expect_eq("advertised with every request denied",
+              advertised["-P " + ",".join(names)], [])
+    expect_eq("advertised with every request allowed",
+              advertised["-p " + ",".join(names)], full)
     expect(not problems, "; ".join(problems[:6]) +
            (" (and %d more)" % (len(problems) - 6) if len(problems) > 6
             else ""))
-
-
-@test
-def test_allow_each_request(ctx):
-    names = server_request_names()
-    expect_eq("request names of -Q requests", sorted(names),
-              sorted(POLICY_NAMES))
-    problems = []
-    for name in names:
-        problems += check_policy(ctx, "-p %s" % name, ["-p", name],
-                                 set(names) - {name},
-                                 "rw" if name == "open" else None,
-                                 name == "opendir")
-    expect(not problems, "; ".join(problems[:6]) +
-           (" (and %d more)" % (len(problems) - 6) if len(problems) > 6
-            else ""))
-
-
-@test
-def test_readonly_every_modifying_request(ctx):
-    trees = []
-    problems = check_policy(ctx, "-R", ["-R"], MODIFYING, "ro", True, trees)
-    expect(not problems, "; ".join(problems))
-    fresh = ctx.path("fresh")
-    policy_setup(fresh)
-    expect_eq("files after every request under -R", trees[0],
-              tree_snapshot(fresh))
-    # OPEN for writing in any way is refused too, and changes nothing.
-    d = ctx.path("ro")
-    policy_setup(d)
-    before = tree_snapshot(d)
-    srv = ctx.server(["-R"], cwd=d)
-    for what, path, fl in (
-            ("WRITE", "f", SSH_FXF_WRITE),
-            ("READ|WRITE", "f", SSH_FXF_READ | SSH_FXF_WRITE),
-            ("READ|CREAT", "new", SSH_FXF_READ | SSH_FXF_CREAT),
-            ("READ|TRUNC", "f", SSH_FXF_READ | SSH_FXF_TRUNC),
-            ("WRITE|APPEND", "f", SSH_FXF_WRITE | SSH_FXF_APPEND),
-            ("CREAT|EXCL", "new", SSH_FXF_CREAT | SSH_FXF_EXCL)):
-        expect_status(srv.call(req_open(path, fl)), SSH_FX_PERMISSION_DENIED,
-                      "OPEN %s under -R" % what)
-    expect_eq("exit status", srv.close(), 0)
-    expect_eq("files after -R", tree_snapshot(d), before)
 
 
 @test
@@ -1860,10 +1703,12 @@ def test_non_dumpable(ctx):
     if ctl_owner != uid:
         raise Skip("/proc/PID/mem of a process of uid %d is owned by %d "
                    "here" % (uid, ctl_owner))
-    try:
-        srv = ctx.server(preexec_fn=become_nobody)
-    except (PermissionError, subprocess.SubprocessError) as e:
-        raise Skip("user nobody cannot run %s: %s" % (SERVER_ARGV[0], e))
+    # From a tree closed to others (a clone in a home of mode 0700), a copy.
+    binary = sftpwire.binary_for_others(SERVER_ARGV[0], ctx.cwd)
+    srv = Proc([binary] + SERVER_ARGV[1:], cwd=ctx.cwd,
+               preexec_fn=become_nobody)
+    ctx.servers.append(srv)
+    srv.init()
     st = proc_status(srv.pid)
     expect_eq("real uid of the server", st["Uid"].split()[0], str(uid))
     expect_alive(srv)

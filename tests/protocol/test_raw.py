@@ -14,7 +14,8 @@ server does, and fail against it: unknown_packet_type (OP_UNSUPPORTED
 instead of silence), malformed_* (BAD_MESSAGE instead of an exit),
 stale_handle_after_reuse (handles are never reused),
 ext_copy_data_same_inode_other_path and ext_copy_data_bad_handles_no_such_file
-(as OpenSSH 10.4) and ext_home_directory* (as OpenSSH 9.8).
+(as OpenSSH 10.4), ext_home_directory* (as OpenSSH 9.8) and
+readdir_of_a_directory_renamed_after_opendir (entries listed, not EOF).
 
 Usage: test_raw.py [NAME-SUBSTRING ...]
 Prints one line per test, then "N passed, M failed[, K skipped]"; exits 1
@@ -25,6 +26,7 @@ import grp
 import os
 import pwd
 import random
+import re
 import shutil
 import stat
 import struct
@@ -163,12 +165,28 @@ def expect_exit(srv, want, what):
 # INIT / VERSION
 
 
+def expect_extensions(what, extensions):
+    """OpenSSH's extensions first, as OpenSSH advertises them, then the
+    server's own, each name once and none of them OpenSSH's."""
+    n = len(OPENSSH_EXTENSIONS)
+    expect_eq("%s: OpenSSH's extensions first" % what, extensions[:n],
+              OPENSSH_EXTENSIONS)
+    names = [name for name, _ in extensions[n:]]
+    expect_eq("%s: the server's own after them, each once" % what, names,
+              [name for name in dict.fromkeys(names)
+               if name not in OPENSSH_EXTENSION_NAMES])
+
+
 def make_version_test(client_version):
     def run(ctx):
+        first = ctx.server(init=False).init(3).extensions
         srv = ctx.server(init=False)
         v = srv.init(client_version)
         expect_eq("VERSION for INIT %d" % client_version, v.version, 3)
-        expect_eq("extensions", v.extensions, SERVER_EXTENSIONS)
+        expect_extensions("VERSION for INIT %d" % client_version,
+                          v.extensions)
+        expect_eq("extensions for INIT %d, as for INIT 3" % client_version,
+                  v.extensions, first)
         expect_alive(srv)
     return run
 
@@ -179,10 +197,10 @@ for _v in (3, 2, 6):
 
 @test
 def test_second_init_answered(ctx):
-    srv = ctx.server()
+    srv = ctx.server(init=False)
+    first = srv.init(3).extensions
     v = srv.init(3)
-    expect_eq("second VERSION", (v.version, v.extensions),
-              (3, SERVER_EXTENSIONS))
+    expect_eq("second VERSION", (v.version, v.extensions), (3, first))
     expect_alive(srv)
 
 
@@ -964,6 +982,29 @@ def test_fsetstat(ctx):
 
 
 @test
+def test_readdir_of_a_directory_renamed_after_opendir(ctx):
+    # A documented difference (README): the entries are looked up through
+    # the open directory, so they are listed; OpenSSH's server looks them up
+    # by the path it opened, finds none and answers EOF.
+    names = {}
+    for who, start in (("server", ctx.server), ("reference", ctx.reference)):
+        os.mkdir(ctx.path(who))
+        for n in ("a", "b", "c"):
+            ctx.write(os.path.join(who, n))
+        srv = start()
+        h = srv.opendir(who)
+        os.rename(ctx.path(who), ctx.path(who + ".moved"))
+        batches, end = srv.readdir_all(h)
+        expect_status(end, SSH_FX_EOF, "%s: READDIR at the end" % who)
+        names[who] = sorted(e.filename for b in batches for e in b.entries)
+        expect_eq("%s: exit status" % who, srv.close(), 0)
+    expect_eq("entries listed after the rename", names["server"],
+              [b".", b"..", b"a", b"b", b"c"])
+    expect_eq("entries OpenSSH's server lists after the rename",
+              names["reference"], [])
+
+
+@test
 def test_readdir_250_files(ctx):
     os.mkdir(ctx.path("d"))
     names = ["file%03d" % i for i in range(250)]
@@ -1554,6 +1595,22 @@ def test_malformed_type_and_id_only(ctx):
             [SSH_FXP_EXTENDED]:
         expect_bad_message(srv, u8(ptype) + u32(1000 + ptype),
                            "%s with only an id" % PACKET_TYPE_NAMES[ptype])
+
+
+@test
+def test_malformed_cut_id_logged_by_type(ctx):
+    # A request cut within its id is answered with id 0; its ERROR line
+    # names the type, not a request 0 that the client never sent.
+    srv = ctx.server(["-e"])
+    for ptype, cut in ((SSH_FXP_STAT, b""), (SSH_FXP_READ, b"\0\0\0")):
+        srv.send_raw(frame(u8(ptype) + cut))
+        expect_status(srv.recv(), SSH_FX_BAD_MESSAGE,
+                      "%s cut in its id" % PACKET_TYPE_NAMES[ptype], 0)
+    expect_alive(srv, "after requests cut in their id")
+    expect_eq("exit status", srv.close(), 0)
+    expect_eq("ERROR lines", error_lines(srv, b"bad message"), [
+        b"request of type %d: bad message: no request id" % t
+        for t in (SSH_FXP_STAT, SSH_FXP_READ)])
 
 
 @test
@@ -2427,6 +2484,492 @@ def test_transfer_log_is_out_of_reach_of_requests(ctx):
     expect(all(r.get("session") for r in recs), "a record not the "
            "server's: %r" % recs)
     expect_eq("the other file", ctx.read("other"), b"other")
+
+
+def rotate_log(ctx, name, keep):
+    """Rotates as the manual says: name.N-1 to name.N, ..., name to name.1,
+    then a new, empty name with the same mode.  Returns the old contents."""
+    was = ctx.read(name)
+    mode = os.stat(ctx.path(name)).st_mode & 0o7777
+    for n in range(keep - 1, 0, -1):
+        if os.path.exists(ctx.path("%s.%d" % (name, n))):
+            os.rename(ctx.path("%s.%d" % (name, n)),
+                      ctx.path("%s.%d" % (name, n + 1)))
+    os.rename(ctx.path(name), ctx.path(name + ".1"))
+    ctx.write(name, b"", mode=mode)
+    return was
+
+
+def attack_log(srv, ctx, names, prefix):
+    """Every way a request could change the log or a rotated file; each
+    must be refused."""
+    for i, n in enumerate(names):
+        for pf in (SSH_FXF_WRITE | SSH_FXF_TRUNC,
+                   SSH_FXF_WRITE | SSH_FXF_APPEND,
+                   SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC,
+                   SSH_FXF_READ):
+            expect_status(srv.call(req_open(n, pf)),
+                          SSH_FX_PERMISSION_DENIED,
+                          "%s: OPEN %s flags 0x%x" % (prefix, n, pf))
+        for a in (Attrs(size=0), Attrs(permissions=0o777),
+                  Attrs(atime=1, mtime=1)):
+            expect_status(srv.call(req_setstat(n, a)),
+                          SSH_FX_PERMISSION_DENIED,
+                          "%s: SETSTAT %s %r" % (prefix, n, a))
+        for req, what in (
+                (req_remove(n), "REMOVE"),
+                (req_rename(n, "moved"), "RENAME from"),
+                (req_posix_rename("other", n), "posix-rename onto"),
+                (req_hardlink(n, "linked"), "hardlink from")):
+            expect_status(srv.call(req), SSH_FX_PERMISSION_DENIED,
+                          "%s: %s %s" % (prefix, what, n))
+        # A symlink to it is the client's to make; opening it is refused.
+        link = "%s-ln%d" % (prefix, i)
+        expect_status(srv.call(req_symlink(n, link)), SSH_FX_OK,
+                      "%s: SYMLINK to %s" % (prefix, n))
+        for pf in (SSH_FXF_WRITE | SSH_FXF_TRUNC,
+                   SSH_FXF_WRITE | SSH_FXF_APPEND):
+            expect_status(srv.call(req_open(link, pf)),
+                          SSH_FX_PERMISSION_DENIED,
+                          "%s: OPEN %s -> %s flags 0x%x" % (prefix, link, n,
+                                                            pf))
+        expect_status(srv.call(req_setstat(link, Attrs(size=0))),
+                      SSH_FX_PERMISSION_DENIED,
+                      "%s: SETSTAT size 0 of %s -> %s" % (prefix, link, n))
+    # No entry of the family is made in the log's directory either.
+    d = names[0].rsplit("/", 1)[0]
+    for req, what in ((req_mkdir(d + "/xfer.log.9"), "MKDIR"),
+                      (req_symlink("/", d + "/xfer.log-x"), "SYMLINK"),
+                      (req_hardlink("other", d + "/xfer.log.8"),
+                       "hardlink onto"),
+                      (req_rename("other", d + "/xfer.log.6"),
+                       "RENAME onto")):
+        expect_status(srv.call(req), SSH_FX_PERMISSION_DENIED, "%s: %s %s" %
+                      (prefix, what, req[1][:40]))
+
+
+@test
+def test_transfer_log_is_guarded_across_rotations(ctx):
+    # Two rotations: one session open across both, one started after.
+    # Under -r the log lies beneath the root, where requests could reach it.
+    for args in ([], ["-r", ctx.cwd, "-d", "/"]):
+        if "-r" in args and (os.geteuid() != 0 or suite.emulator()):
+            continue
+        for n in os.listdir(ctx.cwd):
+            p = ctx.path(n)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
+        os.mkdir(ctx.path("logs"), 0o755)
+        log = ctx.write("logs/xfer.log", mode=0o666)
+        ctx.write("other", b"other")
+        d = "/logs" if "-r" in args else "logs"
+        tag = "-r" if args else "plain"
+        before = ctx.server(args + ["-e", "-L", log])
+        expect_status(before.call(req_mkdir("d1")), SSH_FX_OK, "MKDIR d1")
+        first = rotate_log(ctx, "logs/xfer.log", 5)
+        expect_status(before.call(req_mkdir("d2")), SSH_FX_OK, "MKDIR d2")
+        second = rotate_log(ctx, "logs/xfer.log", 5)
+        # A hard link that another program made to the oldest file.
+        os.link(ctx.path("logs/xfer.log.2"), ctx.path("hl"))
+        after = ctx.server(args + ["-e", "-L", log])
+        names = [d + "/xfer.log", d + "/xfer.log.1", d + "/xfer.log.2",
+                 "hl", "logs/../" + d.lstrip("/") + "/xfer.log.1"]
+        attack_log(before, ctx, names, tag + " before")
+        attack_log(after, ctx, names, tag + " after")
+        expect_status(before.call(req_mkdir("d3")), SSH_FX_OK, "MKDIR d3")
+        for srv, who in ((before, "before"), (after, "after")):
+            expect_eq("%s %s: exit status" % (tag, who), srv.close(), 0)
+            err = srv.stderr_output()
+            expect(b'it is the transfer log' in err, "%s %s: no refusal "
+                   "logged: %r" % (tag, who, err[:300]))
+        # Each file holds what it held, and then the records that came
+        # while it was the log, every one from these sessions.
+        pids = {before.proc.pid, after.proc.pid}
+        for name, events in (("logs/xfer.log.2", ["session-open", "mkdir"]),
+                             ("logs/xfer.log.1", ["mkdir"])):
+            recs = log_records(ctx, name)
+            expect_eq("%s: events in %s" % (tag, name),
+                      [r["event"] for r in recs], events)
+        expect_eq("%s: xfer.log.2 is what was first rotated" % tag,
+                  ctx.read("logs/xfer.log.2"), first)
+        expect_eq("%s: xfer.log.1 is what was rotated second" % tag,
+                  ctx.read("logs/xfer.log.1"), second)
+        recs = log_records(ctx, "logs/xfer.log")
+        expect(all(r["session"] in pids for r in recs),
+               "%s: a record not the servers': %r" % (tag, recs))
+        expect_eq("%s: the new log's first record" % tag,
+                  (recs[0]["session"], recs[0]["event"]),
+                  (after.proc.pid, "session-open"))
+        mkdirs = [(r["session"], r["path"], r["result"]) for r in recs
+                  if r["event"] == "mkdir"]
+        expect((before.proc.pid, "d3", "ok") in mkdirs,
+               "%s: MKDIR d3 of the session open across the rotations "
+               "not in the new log: %r" % (tag, mkdirs))
+        closes = [r["session"] for r in recs if r["event"] ==
+                  "session-close"]
+        expect_eq("%s: session-close records" % tag, sorted(closes),
+                  sorted(pids))
+        for n in ("moved", "linked", "logs/xfer.log.9", "logs/xfer.log-x",
+                  "logs/xfer.log.8", "logs/xfer.log.6"):
+            expect(not os.path.lexists(ctx.path(n)), "%s: %s exists" %
+                   (tag, n))
+        expect_eq("%s: the other file" % tag, ctx.read("other"), b"other")
+
+
+@test
+def test_transfer_log_rotation_outside_the_root(ctx):
+    # Under -r with the log outside the root, Landlock (where the kernel
+    # has it) keeps the session from opening the new file: its records go
+    # on to the rotated one, and it says so once.  Without Landlock the
+    # session follows the rotation as it does without -r.
+    if os.geteuid() != 0 or suite.emulator():
+        raise Skip("-r wants a root only root can change, and openat2(2)")
+    os.mkdir(ctx.path("root"), 0o755)
+    os.mkdir(ctx.path("logs"), 0o755)
+    log = ctx.write("logs/xfer.log", mode=0o666)
+    srv = ctx.server(["-e", "-l", "VERBOSE", "-L", log, "-r",
+                      ctx.path("root"), "-d", "/"])
+    expect_status(srv.call(req_mkdir("d1")), SSH_FX_OK, "MKDIR d1")
+    rotate_log(ctx, "logs/xfer.log", 2)
+    expect_status(srv.call(req_mkdir("d2")), SSH_FX_OK, "MKDIR d2")
+    expect_status(srv.call(req_mkdir("d3")), SSH_FX_OK, "MKDIR d3")
+    expect_eq("exit status", srv.close(), 0)
+    err = srv.stderr_output()
+    landlock = re.search(rb"landlock ABI \d+: files beneath", err)
+    old = [r["event"] for r in log_records(ctx, "logs/xfer.log.1")]
+    new = [r["event"] for r in log_records(ctx, "logs/xfer.log")]
+    stuck = err.count(b"transfer log: cannot open the new \"xfer.log\" "
+                      b"after a rotation (Permission denied): writing on "
+                      b"to the rotated file")
+    if landlock:
+        expect_eq("records in the rotated file", old,
+                  ["session-open", "mkdir", "mkdir", "mkdir",
+                   "session-close"])
+        expect_eq("records in the new file", new, [])
+        expect_eq("reports of the rotation not followed", stuck, 1)
+    else:
+        expect_eq("records in the rotated file", old,
+                  ["session-open", "mkdir"])
+        expect_eq("records in the new file", new,
+                  ["mkdir", "mkdir", "session-close"])
+        expect_eq("reports of the rotation not followed", stuck, 0)
+
+
+MANUAL = os.path.join(HERE, "..", "..", "man", "sftp-server.8")
+MANUAL_LOG = "/var/log/sftp-transfers.log"
+
+
+def manual_log_blocks():
+    """The literal blocks of the manual's TRANSFER LOG section, as text."""
+    with open(MANUAL) as f:
+        text = f.read()
+    section = text.split(".Sh TRANSFER LOG\n", 1)[1].split("\n.Sh ", 1)[0]
+    blocks = []
+    for part in section.split(".Bd -literal -offset indent\n")[1:]:
+        blocks.append(part.split(".Ed\n", 1)[0])
+    return blocks
+
+
+def manual_commands(block, log):
+    """A block of "# command" lines as a shell script for log."""
+    lines = block.splitlines()
+    expect(all(x.startswith("# ") for x in lines), "not a block of "
+           "commands: %r" % block)
+    return "\n".join(x[2:] for x in lines).replace(MANUAL_LOG, log) + "\n"
+
+
+def append_only_dir(ctx):
+    """A directory on a file system with chattr +a: ctx's own, else a
+    small ext4 image mounted on loop.  Returns (path, unmount or None);
+    raises Skip with the reason when there is none."""
+    import subprocess
+    if not shutil.which("chattr"):
+        raise Skip("chattr (e2fsprogs) not installed")
+    if os.geteuid() != 0:
+        raise Skip("chattr +a needs root (CAP_LINUX_IMMUTABLE)")
+    d = ctx.path("fs")
+    os.mkdir(d, 0o755)
+    probe = os.path.join(d, "probe")
+    open(probe, "w").close()
+    if subprocess.run(["chattr", "+a", probe], capture_output=True
+                      ).returncode == 0:
+        subprocess.run(["chattr", "-a", probe], check=True)
+        os.unlink(probe)
+        return d, None
+    os.unlink(probe)
+    img = ctx.path("fs.img")
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    for argv in (["mkfs.ext4", "-q", "-F", img],
+                 ["mount", "-o", "loop", img, d]):
+        r = subprocess.run(argv, capture_output=True)
+        if r.returncode != 0:
+            raise Skip("%s's file system has no chattr +a, and %s failed: "
+                       "%s" % (ctx.cwd, argv[0], r.stderr.decode()[:200]))
+    os.chmod(d, 0o755)
+    return d, lambda: subprocess.run(["umount", d], check=True)
+
+
+def logrotate_config(block, log, append_only):
+    """The manual's logrotate block for log; without append_only, with its
+    two scripts left out, as the manual says."""
+    text = block.replace(MANUAL_LOG, log)
+    if not append_only:
+        text = re.sub(r"\t(prerotate|postrotate)\n.*?\tendscript\n", "",
+                      text, flags=re.S)
+    return text
+
+
+@test
+def test_transfer_log_rotation_by_hand_as_the_manual_says(ctx):
+    rotation_recipes(ctx, [("by hand", False), ("by hand, chattr +a", True)])
+
+
+@test
+def test_transfer_log_rotation_by_logrotate_as_the_manual_says(ctx):
+    if not shutil.which("logrotate"):
+        raise Skip("logrotate not installed")
+    rotation_recipes(ctx, [("logrotate", False),
+                           ("logrotate, chattr +a", True)])
+
+
+def rotation_recipes(ctx, variants):
+    """The manual's own commands, as written, with and without chattr +a,
+    or its logrotate configuration: a session open across the rotation
+    writes on to the new file, one started after it too, neither reaches
+    either file, and an append-only log is append-only again after."""
+    import subprocess
+    blocks = manual_log_blocks()
+    setup = [b for b in blocks if "install" in b and "mv " not in b]
+    plain = [b for b in blocks if "mv " in b and "chattr" not in b]
+    flagged = [b for b in blocks if "mv " in b and "chattr -a" in b]
+    conf = [b for b in blocks if "{" in b]
+    expect_eq("the manual's blocks: set-up, rotations, logrotate",
+              (len(setup), len(plain), len(flagged), len(conf)),
+              (1, 1, 1, 1))
+    d, unmount = append_only_dir(ctx)
+    try:
+        for what, append_only in variants:
+            logs = os.path.join(d, "logs")
+            if os.path.exists(logs):
+                subprocess.run(["chattr", "-R", "-a", logs], check=True)
+                shutil.rmtree(logs)
+            os.mkdir(logs, 0o755)
+            log = os.path.join(logs, "sftp-transfers.log")
+            script = manual_commands(setup[0], log)
+            if not append_only:
+                script = "\n".join(x for x in script.splitlines()
+                                   if "chattr" not in x) + "\n"
+            subprocess.run(["sh", "-ec", script], check=True)
+            first = ctx.server(["-e", "-L", log])
+            expect_status(first.call(req_mkdir("a1")), SSH_FX_OK, "MKDIR")
+            if append_only:
+                # The plain rename fails on an append-only log, as the
+                # manual says, and changes nothing.
+                r = subprocess.run(["sh", "-ec", manual_commands(plain[0],
+                                                                 log)],
+                                   capture_output=True)
+                expect(r.returncode != 0 and b"Operation not permitted" in
+                       r.stderr, "%s: the plain rotation of an append-only "
+                       "log: %r" % (what, r))
+                expect(not os.path.exists(log + ".1"),
+                       "%s: renamed all the same" % what)
+            if what.startswith("logrotate"):
+                cf = os.path.join(d, "logrotate.conf")
+                with open(cf, "w") as f:
+                    f.write(logrotate_config(conf[0], log, append_only))
+                r = subprocess.run(["logrotate", "-f", "-s",
+                                    os.path.join(d, "state"), cf],
+                                   capture_output=True)
+            else:
+                r = subprocess.run(["sh", "-ec", manual_commands(
+                    flagged[0] if append_only else plain[0], log)],
+                    capture_output=True)
+            expect_eq("%s: exit status of the rotation (%r)" % (what,
+                                                                r.stderr),
+                      r.returncode, 0)
+            expect_status(first.call(req_mkdir("a2")), SSH_FX_OK, "MKDIR")
+            second = ctx.server(["-e", "-L", log])
+            expect_status(second.call(req_mkdir("a3")), SSH_FX_OK, "MKDIR")
+            for srv in (first, second):
+                for n in (log, log + ".1"):
+                    for pf in (SSH_FXF_WRITE | SSH_FXF_TRUNC,
+                               SSH_FXF_WRITE | SSH_FXF_APPEND):
+                        expect_status(srv.call(req_open(n, pf)),
+                                      SSH_FX_PERMISSION_DENIED,
+                                      "%s: OPEN %s 0x%x" % (what, n, pf))
+            expect_eq("%s: exit status" % what, first.close(), 0)
+            expect_eq("%s: exit status" % what, second.close(), 0)
+            if append_only:
+                for n, flagged_now in ((log, True), (log + ".1", False)):
+                    try:
+                        os.close(os.open(n, os.O_WRONLY))
+                        writable = True
+                    except PermissionError:
+                        writable = False
+                    expect_eq("%s: %s append-only" % (what, n), not writable,
+                              flagged_now)
+            old = [(r["session"], r["event"]) for r in
+                   json_lines(log + ".1")]
+            new = [(r["session"], r["event"]) for r in json_lines(log)]
+            a, b = first.proc.pid, second.proc.pid
+            expect_eq("%s: the rotated file" % what, old,
+                      [(a, "session-open"), (a, "mkdir")])
+            expect_eq("%s: the new file" % what, new,
+                      [(a, "mkdir"), (b, "session-open"), (b, "mkdir"),
+                       (a, "session-close"), (b, "session-close")])
+            os.rmdir(ctx.path("a1"))
+            os.rmdir(ctx.path("a2"))
+            os.rmdir(ctx.path("a3"))
+    finally:
+        if os.path.exists(os.path.join(d, "logs")):
+            subprocess.run(["chattr", "-R", "-a", os.path.join(d, "logs")])
+        if unmount is not None:
+            unmount()
+
+
+def json_lines(path):
+    import json
+    with open(path, "rb") as f:
+        return [json.loads(x.decode("utf-8")) for x in f.read().splitlines()]
+
+
+# The server in a mount namespace of its own whose /dev holds only null and
+# a "log" that leads to $1/log.sock: the system log of the test alone.
+SYSLOG_NS = r'''
+d=$1; shift
+mkdir "$d/dev"
+: > "$d/dev/null"
+mount --bind /dev/null "$d/dev/null"
+ln -s "$d/log.sock" "$d/dev/log"
+mount --rbind "$d/dev" /dev
+exec "$@"
+'''
+
+
+class SyslogReceiver:
+    """A system log at DIR/log.sock: keeps each message as it came."""
+
+    def __init__(self, d):
+        import socket
+        import threading
+        self.path = os.path.join(d, "log.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.messages = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            msg = self.sock.recv(1 << 20)
+            if msg == b"STOP":
+                return
+            self.messages.append(msg)
+
+    def stop(self):
+        """Every message sent before this call, then the socket gone."""
+        import socket
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.sendto(b"STOP", self.path)
+        s.close()
+        self.thread.join(30)
+        self.sock.close()
+        os.unlink(self.path)
+        return self.messages
+
+
+def syslog_server(ctx, d, args, **kw):
+    return ctx.start("unshare", ["-m", "--propagation", "private", "sh",
+                                 "-ec", SYSLOG_NS, "sh", d] + SERVER_ARGV +
+                     args, **kw)
+
+
+def syslog_session(srv):
+    """The requests whose records the two forms of the log must agree on."""
+    h = srv.open("f", SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC)
+    expect_status(srv.call(req_write(h, 0, b"x" * 1000)), SSH_FX_OK,
+                  "WRITE")
+    expect_status(srv.call(req_close(h)), SSH_FX_OK, "CLOSE")
+    expect_status(srv.call(req_mkdir("d\nnew\xe9")), SSH_FX_OK, "MKDIR")
+    expect_status(srv.call(req_rename("f", "g")), SSH_FX_OK, "RENAME")
+    expect_status(srv.call(req_setstat("g", Attrs(permissions=0o600))),
+                  SSH_FX_OK, "SETSTAT")
+    expect_status(srv.call(req_remove("missing")), SSH_FX_NO_SUCH_FILE,
+                  "REMOVE")
+
+
+def comparable(rec):
+    return {k: v for k, v in rec.items() if k not in ("time", "duration")}
+
+
+@test
+def test_transfer_log_to_the_system_log(ctx):
+    # -L syslog:LOCAL6: each record is one message at local6.info, tagged
+    # sftp-transfer[PID], whose text is the record the file form writes.
+    import json
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        raise Skip("a /dev/log of the test's own needs root and unshare(1)")
+    if suite.emulator():
+        raise Skip("under an emulator the mount namespace's binary is "
+                   "not the server")
+    log = ctx.write("xfer.log")
+    env = dict(os.environ, SSH_CONNECTION="192.0.2.9 5555 192.0.2.1 22")
+    srv = ctx.server(["-L", log], env=env)
+    syslog_session(srv)
+    expect_eq("exit status", srv.close(), 0)
+    want = [comparable(r) for r in log_records(ctx, "xfer.log")]
+    want_pid = srv.proc.pid
+    os.unlink(ctx.path("g"))
+    os.rmdir(ctx.path("d\nnew\xe9"))
+
+    d = ctx.path("ns")
+    os.mkdir(d)
+    rx = SyslogReceiver(d)
+    srv = syslog_server(ctx, d, ["-e", "-L", "syslog:LOCAL6"], env=env)
+    syslog_session(srv)
+    # A system log restarted meanwhile gets the records after it.
+    first = rx.stop()
+    rx = SyslogReceiver(d)
+    expect_status(srv.call(req_rmdir("d\nnew\xe9")), SSH_FX_OK, "RMDIR")
+    expect_eq("exit status", srv.close(), 0)
+    second = rx.stop()
+    expect_eq("stderr", srv.stderr_output(), b"")
+    recs = []
+    for m in first + second:
+        g = re.match(rb"<182>[A-Z][a-z]{2} [ 1-3][0-9] [0-9]{2}:[0-9]{2}:"
+                     rb"[0-9]{2} sftp-transfer\[%d\]: (\{[^\n]*\})\Z" %
+                     srv.proc.pid, m)
+        expect(g is not None, "not a local6.info message of the server "
+               "with one record: %r" % m[:200])
+        recs.append(json.loads(g.group(1).decode("utf-8")))
+    expect_eq("messages before the restart", len(first), len(want) - 1)
+    got = [comparable(r) for r in recs]
+    for r in want:
+        r["session"] = srv.proc.pid
+    rmdir = {"session": srv.proc.pid, "user": want[0]["user"],
+             "client": "192.0.2.9", "port": 5555, "event": "rmdir",
+             "path": "d\nnew\xe9", "result": "ok"}
+    expect_eq("the records", got, want[:-1] + [rmdir] + want[-1:])
+    expect(want_pid != srv.proc.pid, "the same process twice")
+    # No files: nothing in the served directory is refused.
+    expect(not os.path.exists(ctx.path("syslog:LOCAL6")),
+           "a file named after the option")
+
+    # A system log that is not there, or a facility that is not one:
+    # the session is refused, as with a log file that cannot be opened.
+    for arg, why in (("syslog:LOCAL6", "No such file or directory"),
+                     ("syslog:LOCAL9", "unknown facility")):
+        os.mkdir(ctx.path("none-%s" % why[:2]))
+        srv = syslog_server(ctx, ctx.path("none-%s" % why[:2]),
+                            ["-e", "-L", arg], init=False)
+        expect_exit(srv, 1, "-L " + arg)
+        want_err = ('transfer log "%s": %s: refusing the session' %
+                    (arg, why)).encode()
+        expect(want_err in srv.stderr_output(), "-L %s: expected %r, got %r"
+               % (arg, want_err, srv.stderr_output()))
 
 
 @test

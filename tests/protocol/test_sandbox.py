@@ -20,6 +20,15 @@ what each returned:
     sanitizer build aborts, naming it);
   - under -r, open of a file outside the root and of /etc/shadow, and a
     file created outside: EACCES;
+  - under -r, the calls that take a path of their own (chmod, chown,
+    lchown, truncate, stat, lstat, statfs, readlink, mkdir, rmdir, unlink,
+    rename, link, symlink), on files outside the root: EPERM, the files
+    unchanged; without -r the same calls work; with Landlock ABI 2, which
+    has no truncate right, truncate(2) outside the root: EPERM;
+  - under -r, socket(AF_UNIX) and connect(2) to a unix listener outside the
+    root: EPERM, nothing reaches the listener; without -r they reach it;
+    under -r the system log (a /dev/log of the test's, in a mount namespace)
+    still gets the session's lines over the connection made at start;
   - what serving needs still works from there: socket(AF_UNIX), opening a
     file beneath the root and /etc/passwd (name lookups);
 
@@ -46,6 +55,9 @@ import os
 import pwd
 import shutil
 import signal
+import socket
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -67,14 +79,24 @@ SHIM_SOURCE = os.path.join(HERE, "shim_sandbox.c")
 # System call numbers of the ABIs the injector speaks, by the ELF class and
 # machine of the server: x86-64, and i386 (run on an x86-64 kernel).
 X86_64, I386 = (2, 62), (1, 3)
+# i386's stat, lstat, chown and lchown here are the calls its C library
+# makes: stat64, lstat64, chown32 and lchown32.
 NR = {
     X86_64: {"close": 3, "mmap": 9, "socket": 41, "getpid": 39,
              "execve": 59, "kill": 62, "ptrace": 101, "openat": 257,
-             "fcntl": 72, "madvise": 28, "getppid": 110},
+             "connect": 42, "stat": 4, "lstat": 6, "statfs": 137,
+             "readlink": 89, "chmod": 90, "chown": 92, "lchown": 94,
+             "truncate": 76, "mkdir": 83, "rmdir": 84, "unlink": 87,
+             "rename": 82, "link": 86, "symlink": 88, "setsockopt": 54,
+             "getsockopt": 55, "fcntl": 72, "madvise": 28, "getppid": 110},
     I386: {"close": 6, "mmap": 192, "socket": 359, "getpid": 20,
            "execve": 11, "kill": 37, "ptrace": 26, "openat": 295,
-           "socketcall": 102, "fcntl": 221, "madvise": 219,
-           "getppid": 64},
+           "socketcall": 102, "connect": 362, "stat": 195, "lstat": 196,
+           "statfs": 99, "readlink": 85, "chmod": 15, "chown": 212,
+           "lchown": 198, "truncate": 92, "mkdir": 39, "rmdir": 40,
+           "unlink": 10, "rename": 38, "link": 9, "symlink": 83,
+           "setsockopt": 366, "getsockopt": 365, "fcntl": 221,
+           "madvise": 219, "getppid": 64},
 }
 X32_BIT = 0x40000000
 SYS_SOCKET = 1      # socketcall(2)'s socket(2)
@@ -85,8 +107,9 @@ F_GETFL, F_SETFL, F_SETOWN, F_SETSIG, F_SETLEASE, F_NOTIFY = \
     3, 4, 8, 10, 1024, 1026
 O_ASYNC, O_NONBLOCK = 0o20000, 0o4000
 MADV_DONTNEED, MADV_MERGEABLE, MADV_HWPOISON = 4, 12, 100
+SOL_SOCKET, SO_SNDBUF = 1, 7
 PTRACE_ATTACH = 16
-O_RDONLY, O_WRONLY_CREAT = 0, 0o101
+O_RDONLY, O_WRONLY, O_WRONLY_CREAT, O_TRUNC = 0, 0o1, 0o101, 0o1000
 AT_FDCWD = -100
 PROT_READ_EXEC = 0x5
 MAP_PRIVATE_ANON = 0x22
@@ -186,15 +209,24 @@ def injector():
     return _TOOLS["inject"]
 
 
+def inject_arg(a):
+    """An argument as the injector takes it: a str is text (NUL-terminated)
+    and bytes are bytes, both copied into the process; else a number."""
+    if isinstance(a, str):
+        return "@" + a
+    if isinstance(a, bytes):
+        return "%" + a.hex()
+    return str(a)
+
+
 def inject(srv, *calls):
-    """Makes calls (tuples: a name of NR, then arguments; a str is text
-    copied into the process) from inside the server; returns what each
-    returned (-errno on failure)."""
+    """Makes calls (tuples: a name of NR, then arguments, see inject_arg())
+    from inside the server; returns what each returned (-errno on
+    failure)."""
     argv = [injector(), str(srv.proc.pid)]
     for name, *args in calls:
         nr = NR[elf_machine(SERVER)][name]
-        argv.append(",".join([str(nr)] + [
-            "@" + a if isinstance(a, str) else str(a) for a in args]))
+        argv.append(",".join([str(nr)] + [inject_arg(a) for a in args]))
     r = subprocess.run(argv, capture_output=True, timeout=60)
     if r.returncode != 0:
         raise Failure("inject: exit %d: %s" % (
@@ -371,6 +403,19 @@ def test_refused_from_inside(ctx):
            "descriptor (syslog and NSS need it), got %s" %
            describe_result(r[6]))
     expect_eq("getpid() from inside the server", r[7], srv.proc.pid)
+    # setsockopt and getsockopt at stdout alone (pipes.c): on another
+    # socket the filter refuses them; at stdout, a pipe here, the kernel
+    # answers.
+    s = inject(srv, ("setsockopt", r[6], SOL_SOCKET, SO_SNDBUF, 0, 4),
+               ("setsockopt", 1, SOL_SOCKET, SO_SNDBUF, 0, 4),
+               ("getsockopt", r[6], SOL_SOCKET, SO_SNDBUF, 0, 0),
+               ("getsockopt", 1, SOL_SOCKET, SO_SNDBUF, 0, 0))
+    expect_errno("setsockopt() of a socket other than stdout", s[0],
+                 errno.EPERM)
+    expect_errno("setsockopt() of stdout, a pipe", s[1], errno.ENOTSOCK)
+    expect_errno("getsockopt() of a socket other than stdout", s[2],
+                 errno.EPERM)
+    expect_errno("getsockopt() of stdout, a pipe", s[3], errno.ENOTSOCK)
     inject(srv, ("close", r[6]))
     expect_eq("the other process's tracer",
               proc_status(other).get("TracerPid"), "0")
@@ -538,6 +583,263 @@ def test_confined_files_refused(ctx):
     expect(os.path.exists(os.path.join(ctx.root, "b", "moved")),
            "the rename did not happen")
     return "Landlock ABI %d" % abi
+
+
+# -- under -r: the calls that take a path of their own, and sockets -------------
+
+# Room for what stat, statfs and readlink write back, in either ABI.
+OUT_BUFFER = "x" * 255
+
+
+def legacy_fixture(d):
+    """d/victim (0644, root's), d/link -> victim and d/dir, empty."""
+    os.mkdir(d, 0o755)
+    victim = os.path.join(d, "victim")
+    with open(victim, "wb") as f:
+        f.write(OUTSIDE)
+    os.chmod(victim, 0o644)
+    os.symlink("victim", os.path.join(d, "link"))
+    os.mkdir(os.path.join(d, "dir"), 0o755)
+
+
+def legacy_calls(d):
+    """(label, call) for each call that takes a path of its own, all on
+    files of d.  In this order, each works without -r."""
+    def p(name):
+        return os.path.join(d, name)
+    return [
+        ("chmod", ("chmod", p("victim"), 0o777)),
+        ("chown", ("chown", p("victim"), NOBODY_ID, NOBODY_ID)),
+        ("lchown", ("lchown", p("link"), NOBODY_ID, NOBODY_ID)),
+        ("truncate", ("truncate", p("victim"), 0)),
+        ("stat", ("stat", p("victim"), OUT_BUFFER)),
+        ("lstat", ("lstat", p("link"), OUT_BUFFER)),
+        ("statfs", ("statfs", d, OUT_BUFFER)),
+        ("readlink", ("readlink", p("link"), OUT_BUFFER, 100)),
+        ("mkdir", ("mkdir", p("made"), 0o755)),
+        ("symlink", ("symlink", "victim", p("sym"))),
+        ("link", ("link", p("victim"), p("hard"))),
+        ("rename", ("rename", p("hard"), p("renamed"))),
+        ("unlink", ("unlink", p("renamed"))),
+        ("rmdir", ("rmdir", p("dir"))),
+    ]
+
+
+def snapshot(d):
+    """What a call could change in d: each entry's type, mode, owner, size
+    and contents."""
+    out = {}
+    for name in sorted(os.listdir(d)):
+        st = os.lstat(os.path.join(d, name))
+        data = None
+        if stat.S_ISREG(st.st_mode):
+            with open(os.path.join(d, name), "rb") as f:
+                data = f.read()
+        out[name] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode),
+                     st.st_uid, st.st_gid, st.st_size, data)
+    return out
+
+
+@test
+def test_path_calls_refused_under_r(ctx):
+    """Under -r, from inside the live server: chmod, chown, lchown,
+    truncate, stat, lstat, statfs, readlink, mkdir, symlink, link, rename,
+    unlink and rmdir of files outside the root fail with EPERM, whatever
+    Landlock's ABI, and change nothing; the server never makes them there.
+    Without -r the same calls work.  The session then serves SETSTAT (size,
+    mode, owner, times), STAT, READLINK and statvfs under -r."""
+    need_root("-r wants a root directory on a path only root can change")
+    injector()
+    plain = os.path.join(ctx.outside, "legacy-plain")
+    legacy_fixture(plain)
+    srv = ctx.server()
+    calls = legacy_calls(plain)
+    r = inject(srv, *[c for _, c in calls])
+    bad = ["%s: %s" % (label, describe_result(v))
+           for (label, _), v in zip(calls, r) if v < 0]
+    expect(not bad, "without -r, calls that must work failed: %s" %
+           ", ".join(bad))
+    st = os.lstat(os.path.join(plain, "victim"))
+    expect_eq("the victim without -r (mode, owner, size)",
+              (stat.S_IMODE(st.st_mode), st.st_uid, st.st_size),
+              (0o777, NOBODY_ID, 0))
+    expect_eq("entries without -r", sorted(os.listdir(plain)),
+              ["link", "made", "sym", "victim"])
+    expect_alive(srv, "after the calls without -r")
+
+    d = os.path.join(ctx.outside, "legacy-r")
+    legacy_fixture(d)
+    before = snapshot(d)
+    srv = ctx.server(["-r", ctx.root])
+    calls = legacy_calls(d)
+    r = inject(srv, *[c for _, c in calls])
+    got = [(label, describe_result(v)) for (label, _), v in zip(calls, r)]
+    want = [(label, describe_result(-errno.EPERM)) for label, _ in calls]
+    expect_eq("the calls under -r, from inside the server", got, want)
+    expect_eq("the files outside the root after them", snapshot(d), before)
+    expect_alive(srv, "after the calls under -r")
+
+    # What serving does under -r needs none of them.
+    os.symlink("inside", os.path.join(ctx.root, "to-inside"))
+    expect_eq("SETSTAT of /inside", srv.call(req_setstat("/inside", Attrs(
+        size=3, permissions=0o600, uid=NOBODY_ID, gid=NOBODY_ID,
+        atime=12345, mtime=67890))).code, SSH_FX_OK)
+    st = os.stat(os.path.join(ctx.root, "inside"))
+    expect_eq("/inside after SETSTAT (size, mode, owner, times)",
+              (st.st_size, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid,
+               int(st.st_atime), int(st.st_mtime)),
+              (3, 0o600, NOBODY_ID, NOBODY_ID, 12345, 67890))
+    a = srv.call(req_stat("/to-inside"))
+    expect_type(a, AttrsReply, "STAT of /to-inside")
+    expect_eq("STAT of /to-inside: size", a.attrs.size, 3)
+    link = srv.call(req_readlink("/to-inside"))
+    expect_eq("READLINK of /to-inside",
+              [e.filename for e in getattr(link, "entries", [])] or link,
+              [b"inside"])
+    expect_type(srv.call(req_statvfs("/")), ExtendedReply, "statvfs of /")
+    return "%d calls" % len(calls)
+
+
+@test
+def test_truncate_outside_with_landlock_abi_2(ctx):
+    """Landlock ABI 2 (Linux 5.19 to 6.1, the shim answers the version) has
+    no truncate right.  Under -r, from inside the live server: truncate(2)
+    of a file outside the root fails with EPERM, and opening it to write,
+    or read-only with O_TRUNC, with EACCES; the file keeps its contents.
+    SETSTAT of a size beneath the root works."""
+    kind, real = landlock_abi()
+    if kind == "errno" or real < 2:
+        raise Skip("the kernel has no Landlock ABI 2 to offer")
+    need_root("-r wants a root directory on a path only root can change")
+    injector()
+    env = ctx.shim_env(LANDLOCK_ABI=2)
+    d = os.path.join(ctx.outside, "abi2")
+    legacy_fixture(d)
+    before = snapshot(d)
+    victim = os.path.join(d, "victim")
+    srv = ctx.server(["-r", ctx.root], env=env)
+    expect_lines(srv, ["sandbox: seccomp filter on; " +
+                       landlock_line(ctx.root, 2)])
+    r = inject(srv, ("truncate", victim, 0),
+               ("openat", AT_FDCWD, victim, O_WRONLY),
+               ("openat", AT_FDCWD, victim, O_RDONLY | O_TRUNC))
+    got = [describe_result(v) for v in r]
+    expect_eq("truncate(), open(O_WRONLY) and open(O_RDONLY | O_TRUNC) of "
+              "a file outside the root", got,
+              [describe_result(-errno.EPERM), describe_result(-errno.EACCES),
+               describe_result(-errno.EACCES)])
+    expect_eq("the files outside the root after them", snapshot(d), before)
+    expect_eq("SETSTAT size of /inside", srv.call(req_setstat(
+        "/inside", Attrs(size=2))).code, SSH_FX_OK)
+    expect_eq("/inside after it", os.path.getsize(
+        os.path.join(ctx.root, "inside")), 2)
+
+
+def unix_address(path):
+    """struct sockaddr_un for path, as the kernel reads it."""
+    return (socket.AF_UNIX.to_bytes(2, sys.byteorder) +
+            path.encode() + b"\0")
+
+
+def syslog_server(ctx, args):
+    """A server that logs to syslog, at its default level (ERROR: no line
+    before the sandbox), in a mount namespace of its own whose /dev holds
+    the test's /dev/log (a datagram socket) and /dev/null.  Returns the
+    server and that socket."""
+    if not shutil.which("unshare"):
+        raise Skip("no unshare (util-linux) for a /dev/log of the test's")
+    dev = os.path.join(ctx.tmp, "dev")
+    os.mkdir(dev, 0o755)
+    open(os.path.join(dev, "null"), "w").close()
+    log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    log.bind(os.path.join(dev, "log"))
+    log.setblocking(False)
+    jail = ["unshare", "--mount", "--propagation", "private", "--", "sh",
+            "-c", 'mount --bind /dev/null "$0/null" && mount --bind "$0" /dev '
+            '&& exec "$@"', dev]
+    srv = Server(jail + SERVER_ARGV + list(args), cwd=ctx.root)
+    ctx.servers.append(srv)
+    expect_eq("VERSION", srv.init().version, 3)
+    return srv, log
+
+
+def syslog_lines(log):
+    """The messages queued on the test's /dev/log, their header dropped
+    (and the newline that musl's syslog(3) ends them with)."""
+    out = []
+    while True:
+        try:
+            msg = log.recv(4096).decode(errors="replace")
+        except BlockingIOError:
+            return out
+        out.append(msg.split("]: ", 1)[-1].rstrip("\n"))
+
+
+@test
+def test_unix_sockets_refused_under_r(ctx):
+    """A unix listener outside the root (as systemd --user's): without -r,
+    socket(AF_UNIX) and connect(2) from inside the server reach it; under -r
+    both fail with EPERM and nothing reaches it.  The session goes on, and
+    its lines still reach the system log over the socket connected at
+    start."""
+    need_root("-r wants a root directory on a path only root can change")
+    injector()
+    path = os.path.join(ctx.outside, "listener")
+    lsn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        lsn.bind(path)
+        lsn.listen(4)
+        lsn.setblocking(False)
+        addr = unix_address(path)
+
+        srv = ctx.server()
+        r = inject(srv, ("socket", AF_UNIX, SOCK_STREAM, 0))
+        expect(r[0] >= 0, "socket(AF_UNIX) without -r: expected a "
+               "descriptor, got %s" % describe_result(r[0]))
+        c = inject(srv, ("connect", r[0], addr, len(addr)))
+        expect_eq("connect() to the listener without -r",
+                  describe_result(c[0]), describe_result(0))
+        # The connection is queued once connect() has returned.
+        conn, _ = lsn.accept()
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                struct.calcsize("3i"))
+        conn.close()
+        expect_eq("the listener's peer", struct.unpack("3i", creds)[0],
+                  srv.proc.pid)
+        inject(srv, ("close", r[0]))
+        expect_alive(srv, "after the calls without -r")
+
+        srv, log = syslog_server(ctx, ["-r", ctx.root])
+        r = inject(srv, ("socket", AF_UNIX, SOCK_STREAM, 0),
+                   ("socket", AF_UNIX, socket.SOCK_DGRAM, 0),
+                   ("connect", 0, addr, len(addr)))
+        got = [describe_result(v) for v in r]
+        expect_eq("socket(AF_UNIX, SOCK_STREAM), socket(AF_UNIX, "
+                  "SOCK_DGRAM) and connect() to the listener under -r",
+                  got, [describe_result(-errno.EPERM)] * 3)
+        try:
+            conn, _ = lsn.accept()
+            conn.close()
+            raise Failure("under -r, a connection reached the listener")
+        except BlockingIOError:
+            pass
+        expect_alive(srv, "after the calls under -r")
+        h = srv.open("/inside", SSH_FXF_READ)
+        data = srv.call(req_read(h, 0, 1000))
+        expect_eq("READ after the calls", getattr(data, "data", data),
+                  INSIDE)
+        srv.close_handle(h)
+        # An ERROR line, the session's first: syslog(3) sends it over the
+        # connection made at start, as it can make no other.
+        expect_type(srv.call(req_extended(b"nothing@example.com")), Status,
+                    "an unknown extended request")
+        # (A kernel whose Landlock cannot hold the root adds its own.)
+        lines = [l for l in syslog_lines(log) if "sandbox: " not in l]
+        log.close()
+        expect_eq("the system log's lines under -r", lines,
+                  ['error: Unknown extended request "nothing@example.com"'])
+    finally:
+        lsn.close()
 
 
 @test

@@ -587,12 +587,7 @@ user_tests() {
     echo secret > "$U/rootdir/secret"
     chmod 0600 "$U/rootdir/secret"
     chmod 0644 "$L/f261121"
-    # the build tree may be out of the user's reach: then use a copy
-    if ! runuser -u "$TEST_USER" -- test -x "$server" 2>/dev/null; then
-        mkdir -m 0755 "$T/bin"
-        cp "$server" "$T/bin/sftp-server" && chmod 0755 "$T/bin/sftp-server"
-        server=$T/bin/sftp-server
-    fi
+    server=$(binary_for_user "$TEST_USER" "$server" "$T")
     # the user's shell appends the server's stderr to this file
     : > "$T/user.log"
     chmod 0666 "$T/user.log"

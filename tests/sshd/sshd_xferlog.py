@@ -5,10 +5,11 @@ Usage: sshd_xferlog.py HOST PORT USER KEY KNOWN_HOSTS REMOTE_DIR LOG
 
 Six paramiko sessions at once each upload a file of its own size, read a
 range of it back, rename it, make and remove a directory, change a mode and
-remove a missing file.  Meanwhile LOG is renamed to LOG.1 (logrotate's
-"create" way) and three more sessions run.  Every line of LOG.1 and LOG
-must be a JSON object; the figures must match what the sessions did;
-sessions open at the rename finish in LOG.1, later ones go to a new LOG.
+remove a missing file, then stay open while LOG is renamed to LOG.1 and a
+new LOG made (logrotate's "create" way) and three more sessions run.  Every
+line of LOG.1 and LOG must be a JSON object; the figures must match what
+the sessions did; what the first six did before the rotation is in LOG.1,
+their ends follow the rotation into LOG with the three later sessions.
 Prints "ok - NAME" / "FAIL - NAME: ...".
 """
 
@@ -57,7 +58,7 @@ def names(i):
             "%s/d%d" % (RDIR, i), "%s/missing%d" % (RDIR, i))
 
 
-def session(i, done, started, hold=None):
+def session(i, done, started, hold=None, worked=None):
     """One client's work; records in done[i] that it finished."""
     data = random.Random(1000 + i).randbytes(100000 + 37 * i)
     name, renamed, d, missing = names(i)
@@ -80,6 +81,7 @@ def session(i, done, started, hold=None):
         except IOError:
             pass
         if hold is not None:
+            worked.release()
             hold.wait(30)   # open across the log's rename
         done[i] = True
     finally:
@@ -87,10 +89,11 @@ def session(i, done, started, hold=None):
         client.close()
 
 
-def run(ids, hold=None):
+def run(ids, hold=None, worked=None):
     done, started = {}, threading.Semaphore(0)
     threads = [threading.Thread(target=session, args=(i, done, started,
-                                                      hold)) for i in ids]
+                                                      hold, worked))
+               for i in ids]
     for t in threads:
         t.start()
     for _ in ids:
@@ -114,7 +117,7 @@ def lines_of(path):
     return out, bad
 
 
-def check_sessions(recs, ids, where):
+def check_sessions(recs, ids, where, want_open=True, want_close=True):
     by_session = {}
     for r in recs:
         by_session.setdefault(r["session"], []).append(r)
@@ -122,9 +125,18 @@ def check_sessions(recs, ids, where):
           "%d sessions: %r" % (len(by_session), sorted(by_session)))
     for pid, rs in sorted(by_session.items()):
         ev = [r["event"] for r in rs]
-        check("%s: session %d opens, works and closes, in order" %
-              (where, pid), ev[0] == "session-open" and
-              ev[-1] == "session-close" and "close" in ev, repr(ev))
+        if want_open and want_close:
+            ok = ev[0] == "session-open" and ev[-1] == "session-close" \
+                and "close" in ev
+        elif want_open:
+            ok = ev[0] == "session-open" and "close" in ev and \
+                "session-close" not in ev
+        else:
+            ok = ev == ["session-close"]
+        check("%s: session %d: %s" % (where, pid, (
+            "opens, works and closes, in order" if want_open and want_close
+            else "opens and works" if want_open else "closes, only")),
+            ok, repr(ev))
         bad = [r for r in rs if not (r["user"] == USER and
                                      r["client"] == "127.0.0.1" and
                                      isinstance(r["port"], int) and
@@ -163,9 +175,10 @@ def check_client(recs, i, where):
 
 
 def main():
-    hold = threading.Event()
-    first, done1 = run(range(6), hold)
-    time.sleep(2)                 # all six are at work or holding
+    hold, worked = threading.Event(), threading.Semaphore(0)
+    first, done1 = run(range(6), hold, worked)
+    for _ in range(6):            # all six have done their work
+        worked.acquire(timeout=60)
     os.rename(LOG, LOG + ".1")    # logrotate: rename, then new sessions
     fd = os.open(LOG, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o622)
     os.close(fd)                  # ... and "create" the next log
@@ -192,9 +205,15 @@ def main():
     check("every line of both files is one JSON object (%d lines)" %
           (len(old) + len(new)), not bad_old and not bad_new,
           repr((bad_old + bad_new)[:2]))
+    check_sessions(old, range(6), "rotated log", want_close=False)
+    early = {r["session"] for r in old}
+    check_sessions([r for r in new if r["session"] in early], range(6),
+                   "new log, sessions open across the rotation",
+                   want_open=False)
+    check_sessions([r for r in new if r["session"] not in early],
+                   range(6, 9), "new log")
     for recs, ids, where in ((old, range(6), "rotated log"),
                              (new, range(6, 9), "new log")):
-        check_sessions(recs, ids, where)
         for i in ids:
             check_client(recs, i, where)
     return 1 if FAILED else 0

@@ -1,7 +1,8 @@
 /*
  * Unit tests of fs.c unconfined, as the server runs without -r:
- * fs_realpath() against OpenSSH's sftp_realpath(), each test in a fresh
- * temporary directory that it creates and removes.
+ * fs_realpath() against OpenSSH's sftp_realpath(), and the guard of the
+ * transfer log (fs_protect()), each test in a fresh temporary directory
+ * that it creates and removes.
  */
 
 /* fs.c and sys-gnu.c are built with _GNU_SOURCE: before the first header. */
@@ -279,6 +280,78 @@ test_fs_realpath_too_long_is_enametoolong(void **state)
 	free(in);
 }
 
+/* A call on a guarded file: -1 with EACCES. */
+#define assert_refused(call) do {					\
+	errno = 0;							\
+	assert_int_equal((call), -1);					\
+	assert_int_equal(errno, EACCES);				\
+} while (0)
+
+/* fs_open() for writing must succeed: the file is not the log's. */
+static void
+assert_opens(const char *path)
+{
+	int fd = fs_open(path, O_WRONLY | O_APPEND, 0);
+
+	if (fd == -1) {
+		print_error("\"%s\": %s, want it opened\n", path,
+		    strerror(errno));
+		fail();
+	}
+	close(fd);
+}
+
+/*
+ * The guard's rule, exactly: the log as opened, the file at its path now,
+ * and the family (the log's name, or it and then '.' or '-', in its
+ * directory), by name and by inode; nothing else.  Run last: the guard
+ * stays for the rest of the process.
+ */
+static void
+test_fs_protect_guards_the_log_family_and_nothing_else(void **state)
+{
+	int fd;
+
+	(void)state;
+	assert_int_equal(mkdir("logs", 0755), 0);
+	make_file("logs/x.log");
+	fd = open("logs/x.log", O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(fs_protect("logs/x.log", fd), 0);
+	/* A rotation: the opened file renamed, a new one at the path. */
+	assert_int_equal(rename("logs/x.log", "logs/x.log.1"), 0);
+	make_file("logs/x.log");
+	make_file("logs/x.log-20260101");
+	make_file("logs/x.logs");
+	make_file("logs/x_log");
+	make_file("logs/y.log");
+	make_file("x.log");	/* the same name in another directory */
+	assert_int_equal(link("logs/x.log-20260101", "hl"), 0);
+	make_link("logs/x.log", "sl");
+	assert_refused(fs_open("logs/x.log", O_WRONLY | O_APPEND, 0));
+	assert_refused(fs_open("logs/x.log.1", O_RDONLY, 0));
+	assert_refused(fs_open("logs/x.log-20260101", O_WRONLY, 0));
+	assert_refused(fs_open("hl", O_WRONLY | O_TRUNC, 0));
+	assert_refused(fs_open("sl", O_WRONLY | O_APPEND, 0));
+	assert_refused(fs_truncate("hl", 0));
+	assert_refused(fs_chmod("sl", 0666, 1));
+	assert_refused(fs_unlink("logs/x.log.1"));
+	assert_refused(fs_unlink("hl"));
+	assert_refused(fs_rename("x.log", "logs/x.log.2", 0));
+	assert_refused(fs_link("x.log", "logs/x.log-new"));
+	assert_refused(fs_mkdir("logs/x.log.3", 0755));
+	assert_refused(fs_symlink("/", "logs/x.log-link"));
+	/* Not of the family: served as ever. */
+	assert_opens("logs/x.logs");
+	assert_opens("logs/x_log");
+	assert_opens("logs/y.log");
+	assert_opens("x.log");
+	assert_int_equal(fs_mkdir("logs/x.logd", 0755), 0);
+	assert_int_equal(fs_rename("logs/y.log", "logs/x.log_y", 0), 0);
+	assert_int_equal(fs_unlink("sl"), 0);	/* the link itself */
+	close(fd);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -300,6 +373,8 @@ main(int argc, char **argv)
 		unit_test_in_tmpdir(test_fs_realpath_33_links_resolve),
 		unit_test_in_tmpdir(test_fs_realpath_34_links_is_eloop),
 		cmocka_unit_test(test_fs_realpath_too_long_is_enametoolong),
+		unit_test_in_tmpdir(
+		    test_fs_protect_guards_the_log_family_and_nothing_else),
 	};
 
 	if (unit_args(argc, argv) != 0)

@@ -52,12 +52,15 @@ struct sd {
 
 static struct prog prog;
 
-/* The generated filter, as the server installs it with its handler. */
+/*
+ * The generated filter, as the server installs it with its handler and
+ * without -r (the calls refused under -r alone are tried apart).
+ */
 static int
 setup(void **state)
 {
 	(void)state;
-	build_filter(&prog, PID, 1);
+	build_filter(&prog, PID, 0, 1);
 	return 0;
 }
 
@@ -422,7 +425,7 @@ test_without_handler_nothing_is_trapped(void **state)
 	uint64_t a[6] = { 0 };
 
 	(void)state;
-	build_filter(&prog, PID, 0);
+	build_filter(&prog, PID, 0, 0);
 	for (size_t i = 0; i < prog.len; i++)
 		if (prog.insn[i].code == BPF_RET &&
 		    (prog.insn[i].k & 0xffff0000U) == RET_TRAP)
@@ -432,7 +435,38 @@ test_without_handler_nothing_is_trapped(void **state)
 	a[2] = 100;		/* MADV_HWPOISON */
 	expect_answer("madvise(MADV_HWPOISON)", __NR_madvise, a,
 	    RET_ERRNO(EPERM));
-	build_filter(&prog, PID, 1);
+	build_filter(&prog, PID, 0, 1);
+}
+
+/*
+ * Under -r, the calls of not_under_r[] are refused with EPERM whatever
+ * their rows allow; the other rows answer as without -r.
+ */
+static void
+test_under_r_path_calls_and_sockets_refused(void **state)
+{
+	uint64_t args[6];
+
+	(void)state;
+	build_filter(&prog, PID, 1, 1);
+	for (size_t i = 0; i < NNOT_UNDER_R; i++) {
+		memset(args, 0, sizeof args);
+		args[0] = AF_UNIX;
+		args[1] = SOCK_STREAM;
+		expect_answer(sys_name(not_under_r[i]), not_under_r[i], args,
+		    RET_ERRNO(EPERM));
+	}
+	for (size_t i = 0; i < NRULES; i++) {
+		int under_r = 0;
+
+		for (size_t j = 0; j < NNOT_UNDER_R; j++)
+			under_r |= not_under_r[j] == rules[i].nr;
+		if (rules[i].kind != R_ALLOW || under_r)
+			continue;
+		passing_args(&rules[i], args);
+		expect_answer(rules[i].name, rules[i].nr, args, RET_ALLOW);
+	}
+	build_filter(&prog, PID, 0, 1);
 }
 
 /* What the suites made this architecture's server make. */
@@ -505,6 +539,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_other_abi_is_killed),
 		cmocka_unit_test(test_unknown_numbers_are_off_the_list),
 		cmocka_unit_test(test_without_handler_nothing_is_trapped),
+		cmocka_unit_test(test_under_r_path_calls_and_sockets_refused),
 		cmocka_unit_test(test_calls_the_suites_make_are_allowed),
 	};
 

@@ -3,6 +3,9 @@
  * name become one valid JSON string, on one line, from which the bytes come
  * back exactly.
  */
+/* sys-gnu.c is built with _GNU_SOURCE: before the first header. */
+#define _GNU_SOURCE
+
 #include <sys/types.h>
 #include <sys/stat.h>
 
@@ -21,6 +24,7 @@
 
 #include "../../xferlog.c"
 #include "../../log.c"
+#include "../../sys-gnu.c"
 #include "unit.h"
 
 /* name as a JSON string must be want. */

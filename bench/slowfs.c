@@ -1,0 +1,773 @@
+/*
+ * slowfs: run a command as if its storage were slow.  Every system call of
+ * the command that waits on storage (reads and writes of regular files,
+ * opens, stats, directory reads, renames, syncs and the like) is held for a
+ * given time before the kernel runs it; calls on pipes, sockets, terminals
+ * and other non-files run at once.  Any program can be slowed alike: a C
+ * server under its own seccomp filter, or a Go binary making raw system
+ * calls from many threads.
+ *
+ *	slowfs [-v] [-d MS] [-D KIND=MS,...] [-j MS] [-o FILE] [-s SEED] --
+ *	    command [arg ...]
+ *
+ * The means is seccomp user notification.  The child installs a filter
+ * that sends the chosen system calls to a listener (which it passes to
+ * this process over a socketpair), then runs the command: the filter holds
+ * for every thread and every process the command starts, and a filter the
+ * command installs itself adds to it (the kernel runs both; an ERRNO or
+ * KILL of either wins over ours, ours wins over an ALLOW).  This process
+ * receives each call, decides whether it touches storage, and answers it
+ * "continue" (run it as asked) once its delay has passed.  Held calls wait
+ * in a heap ordered by deadline and one ppoll() serves them all, so calls
+ * of different threads wait at the same time: N threads each held 1 ms
+ * make N calls per millisecond.
+ *
+ * A preadv2() or pwritev2() with RWF_NOWAIT on a file whose calls are held
+ * is answered EAGAIN at once, as a file system answers when the data is not
+ * in memory.  io_uring_setup() and io_setup() are refused with ENOSYS, since
+ * their operations would run in the kernel unseen; programs fall back to
+ * plain calls.  The descriptors 0, 1 and 2 are never held (the filter lets
+ * them through without asking).  Memory-mapped file access is not slowed.
+ */
+
+#define _GNU_SOURCE
+
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#define SLOWFS_ARCH	AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SLOWFS_ARCH	AUDIT_ARCH_AARCH64
+#else
+#error "slowfs knows the system call numbers of x86_64 and aarch64 only"
+#endif
+
+#ifndef RWF_NOWAIT
+#define RWF_NOWAIT	0x00000008
+#endif
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH	0x1000
+#endif
+
+/* The kinds of storage call, each with its own delay. */
+enum kind {
+	K_READ, K_WRITE, K_OPEN, K_CLOSE, K_STAT, K_DIR, K_META, K_SYNC,
+	K_NKINDS
+};
+
+static const char *const kind_names[K_NKINDS] = {
+	"read", "write", "open", "close", "stat", "dir", "meta", "sync"
+};
+
+/*
+ * How a call names what it works on.  FD: argument fd1 (and fd2 if not
+ * -1) are descriptors, held only when one is a regular file or directory.
+ * PATH: a path, always held.  ATFD: a path relative to argument fd1, which
+ * is a descriptor of its own when the flags in argument flagarg hold
+ * AT_EMPTY_PATH (fstat() is newfstatat(fd, "", AT_EMPTY_PATH) in glibc).
+ */
+enum how { H_PATH, H_FD, H_ATFD };
+
+struct call {
+	int		 nr;
+	enum kind	 kind;
+	enum how	 how;
+	int		 fd1;
+	int		 fd2;
+	int		 flagarg;	/* AT_EMPTY_PATH or RWF_ flags, or -1 */
+};
+
+#define FD1(n, k)	{ (n), (k), H_FD, 0, -1, -1 }
+#define PATH(n, k)	{ (n), (k), H_PATH, -1, -1, -1 }
+
+static const struct call calls[] = {
+	FD1(__NR_read, K_READ),
+	FD1(__NR_pread64, K_READ),
+	FD1(__NR_readv, K_READ),
+	FD1(__NR_preadv, K_READ),
+	{ __NR_preadv2, K_READ, H_FD, 0, -1, 5 },
+	{ __NR_sendfile, K_READ, H_FD, 1, 0, -1 },
+	{ __NR_splice, K_READ, H_FD, 0, 2, -1 },
+	{ __NR_copy_file_range, K_READ, H_FD, 0, 2, -1 },
+	FD1(__NR_readahead, K_READ),
+	FD1(__NR_write, K_WRITE),
+	FD1(__NR_pwrite64, K_WRITE),
+	FD1(__NR_writev, K_WRITE),
+	FD1(__NR_pwritev, K_WRITE),
+	{ __NR_pwritev2, K_WRITE, H_FD, 0, -1, 5 },
+	FD1(__NR_fallocate, K_WRITE),
+	FD1(__NR_ftruncate, K_WRITE),
+	PATH(__NR_truncate, K_WRITE),
+#ifdef __NR_open
+	PATH(__NR_open, K_OPEN),
+	PATH(__NR_creat, K_OPEN),
+#endif
+	PATH(__NR_openat, K_OPEN),
+	PATH(__NR_openat2, K_OPEN),
+	FD1(__NR_close, K_CLOSE),
+#ifdef __NR_stat
+	PATH(__NR_stat, K_STAT),
+	PATH(__NR_lstat, K_STAT),
+	PATH(__NR_access, K_STAT),
+	PATH(__NR_readlink, K_STAT),
+#endif
+	FD1(__NR_fstat, K_STAT),
+	{ __NR_newfstatat, K_STAT, H_ATFD, 0, -1, 3 },
+	{ __NR_statx, K_STAT, H_ATFD, 0, -1, 2 },
+	PATH(__NR_statfs, K_STAT),
+	FD1(__NR_fstatfs, K_STAT),
+	PATH(__NR_faccessat, K_STAT),
+	PATH(__NR_faccessat2, K_STAT),
+	PATH(__NR_readlinkat, K_STAT),
+	PATH(__NR_getxattr, K_STAT),
+	PATH(__NR_lgetxattr, K_STAT),
+	FD1(__NR_fgetxattr, K_STAT),
+	PATH(__NR_listxattr, K_STAT),
+	PATH(__NR_llistxattr, K_STAT),
+	FD1(__NR_flistxattr, K_STAT),
+#ifdef __NR_getdents
+	FD1(__NR_getdents, K_DIR),
+#endif
+	FD1(__NR_getdents64, K_DIR),
+#ifdef __NR_unlink
+	PATH(__NR_unlink, K_META),
+	PATH(__NR_rename, K_META),
+	PATH(__NR_mkdir, K_META),
+	PATH(__NR_rmdir, K_META),
+	PATH(__NR_link, K_META),
+	PATH(__NR_symlink, K_META),
+	PATH(__NR_chmod, K_META),
+	PATH(__NR_chown, K_META),
+	PATH(__NR_lchown, K_META),
+	PATH(__NR_utimes, K_META),
+	PATH(__NR_mknod, K_META),
+#endif
+	PATH(__NR_unlinkat, K_META),
+	PATH(__NR_renameat, K_META),
+	PATH(__NR_renameat2, K_META),
+	PATH(__NR_mkdirat, K_META),
+	PATH(__NR_linkat, K_META),
+	PATH(__NR_symlinkat, K_META),
+	PATH(__NR_mknodat, K_META),
+	FD1(__NR_fchmod, K_META),
+	PATH(__NR_fchmodat, K_META),
+	FD1(__NR_fchown, K_META),
+	PATH(__NR_fchownat, K_META),
+	PATH(__NR_utimensat, K_META),
+	PATH(__NR_setxattr, K_META),
+	PATH(__NR_lsetxattr, K_META),
+	FD1(__NR_fsetxattr, K_META),
+	PATH(__NR_removexattr, K_META),
+	PATH(__NR_lremovexattr, K_META),
+	FD1(__NR_fremovexattr, K_META),
+	FD1(__NR_fsync, K_SYNC),
+	FD1(__NR_fdatasync, K_SYNC),
+	FD1(__NR_sync_file_range, K_SYNC),
+	FD1(__NR_syncfs, K_SYNC),
+};
+
+#define NCALLS	(sizeof(calls) / sizeof(calls[0]))
+
+/* Calls refused outright: their work would bypass the filter. */
+static const int refused[] = { __NR_io_uring_setup, __NR_io_setup };
+
+/* One held call: its deadline on CLOCK_MONOTONIC and its notification id. */
+struct held {
+	uint64_t	 due;
+	uint64_t	 id;
+};
+
+/* A binary min-heap of held calls, by deadline. */
+static struct held *heap;
+static size_t heap_len, heap_cap;
+
+static uint64_t delay_ns[K_NKINDS];	/* per kind; 0: not held */
+static uint64_t jitter_ns;
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+/* What was seen, for -v and -o. */
+static unsigned long long n_calls[K_NKINDS], n_held[K_NKINDS];
+static unsigned long long n_nowait, n_gone;
+static size_t held_max;
+
+static volatile sig_atomic_t child_pid;
+
+static void usage(void) __attribute__((noreturn));
+static void die(const char *) __attribute__((noreturn));
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: slowfs [-v] [-d MS] [-D KIND=MS,...] [-j MS] "
+	    "[-o FILE] [-s SEED] --\n"
+	    "           command [arg ...]\n"
+	    "kinds: read write open close stat dir meta sync "
+	    "(-d sets all but close)\n");
+	exit(2);
+}
+
+static void
+die(const char *what)
+{
+	fprintf(stderr, "slowfs: %s: %s\n", what, strerror(errno));
+	exit(125);
+}
+
+/* A number of milliseconds (fractional) as nanoseconds; exits if bad. */
+static uint64_t
+parse_ms(const char *s)
+{
+	char *end;
+	double ms;
+
+	errno = 0;
+	ms = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || ms < 0 || ms > 60000) {
+		fprintf(stderr, "slowfs: bad delay \"%s\" (milliseconds, "
+		    "0 to 60000)\n", s);
+		exit(2);
+	}
+	return (uint64_t)(ms * 1e6 + 0.5);
+}
+
+/* -D read=3,write=0.1,... */
+static void
+parse_kinds(char *s)
+{
+	char *tok, *eq, *save = NULL;
+	int k;
+
+	for (tok = strtok_r(s, ",", &save); tok != NULL;
+	    tok = strtok_r(NULL, ",", &save)) {
+		if ((eq = strchr(tok, '=')) == NULL)
+			usage();
+		*eq = '\0';
+		for (k = 0; k < K_NKINDS; k++)
+			if (strcmp(tok, kind_names[k]) == 0)
+				break;
+		if (k == K_NKINDS) {
+			fprintf(stderr, "slowfs: unknown kind \"%s\"\n", tok);
+			usage();
+		}
+		delay_ns[k] = parse_ms(eq + 1);
+	}
+}
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* xorshift64*: a seeded sequence, the same for the same seed. */
+static uint64_t
+rng_next(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dULL;
+}
+
+static int
+kind_held(int k)
+{
+	return delay_ns[k] > 0 || (jitter_ns > 0 && k != K_CLOSE);
+}
+
+/*
+ * The filter: for each call of a held kind, send it to the listener; for
+ * calls on a descriptor, let 0, 1 and 2 through first (the standard
+ * streams, which a server talks over).  Everything else is allowed; a
+ * foreign architecture (a 32-bit call on a 64-bit kernel) is allowed too.
+ */
+static int
+install_filter(void)
+{
+	struct sock_filter *f;
+	struct sock_fprog prog;
+	size_t n = 0, i, cap;
+	int fd;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	const uint32_t arg0 = offsetof(struct seccomp_data, args[0]);
+#else
+	const uint32_t arg0 = offsetof(struct seccomp_data, args[0]) + 4;
+#endif
+
+	cap = 8 + 5 * NCALLS + 2 * (sizeof(refused) / sizeof(refused[0]));
+	if ((f = calloc(cap, sizeof(*f))) == NULL)
+		die("calloc");
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+	    offsetof(struct seccomp_data, arch));
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+	    SLOWFS_ARCH, 1, 0);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+	    SECCOMP_RET_ALLOW);
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		    offsetof(struct seccomp_data, nr));
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ |
+		    BPF_K, (uint32_t)refused[i], 0, 1);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+		    SECCOMP_RET_ERRNO | ENOSYS);
+	}
+	for (i = 0; i < NCALLS; i++) {
+		if (!kind_held(calls[i].kind))
+			continue;
+		/* The accumulator may hold an argument: load nr again. */
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		    offsetof(struct seccomp_data, nr));
+		if (calls[i].how == H_FD && calls[i].fd2 < 0) {
+			f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP |
+			    BPF_JEQ | BPF_K, (uint32_t)calls[i].nr, 0, 4);
+			f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W |
+			    BPF_ABS, arg0 + 8 * (uint32_t)calls[i].fd1);
+			f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP |
+			    BPF_JGE | BPF_K, 3, 0, 1);
+		} else
+			f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP |
+			    BPF_JEQ | BPF_K, (uint32_t)calls[i].nr, 0, 1);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+		    SECCOMP_RET_USER_NOTIF);
+		if (calls[i].how == H_FD && calls[i].fd2 < 0)
+			f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+			    SECCOMP_RET_ALLOW);
+	}
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+	    SECCOMP_RET_ALLOW);
+	prog.len = (unsigned short)n;
+	prog.filter = f;
+	fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+	    SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+	free(f);
+	return fd;
+}
+
+/* Pass fd over the socket s. */
+static int
+send_fd(int s, int fd)
+{
+	char byte = 0, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+
+	memset(&msg, 0, sizeof(msg));
+	memset(cbuf, 0, sizeof(cbuf));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = sizeof(cbuf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(s, &msg, 0) == 1 ? 0 : -1;
+}
+
+/* Receive one descriptor from the socket s, or -1. */
+static int
+recv_fd(int s)
+{
+	char byte, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr msg;
+	struct cmsghdr *cm;
+	ssize_t r;
+	int fd;
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf;
+	msg.msg_controllen = sizeof(cbuf);
+	while ((r = recvmsg(s, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (r != 1 || (cm = CMSG_FIRSTHDR(&msg)) == NULL ||
+	    cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -1;
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
+/*
+ * Whether descriptor fd of thread tid is storage: a regular file or a
+ * directory.  Pipes, sockets, terminals, /dev/null and anonymous inodes
+ * (epoll, eventfd) are not.  The link's text tells anonymous inodes apart
+ * ("anon_inode:[eventpoll]", "pipe:[...]"): only a path starts with '/'.
+ */
+static int
+fd_is_storage(uint32_t tid, int64_t fd)
+{
+	char path[64], link[8];
+	struct stat st;
+
+	if (fd == AT_FDCWD)
+		return 1;
+	if (fd < 0 || fd > INT_MAX)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%u/fd/%lld", tid, (long long)fd);
+	if (readlink(path, link, sizeof(link)) < 1 || link[0] != '/')
+		return 0;
+	if (stat(path, &st) != 0)
+		return 0;
+	return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode);
+}
+
+static const struct call *
+find_call(int nr)
+{
+	size_t i;
+
+	for (i = 0; i < NCALLS; i++)
+		if (calls[i].nr == nr)
+			return &calls[i];
+	return NULL;
+}
+
+static void
+heap_push(uint64_t due, uint64_t id)
+{
+	size_t i, p;
+	struct held h;
+
+	if (heap_len == heap_cap) {
+		heap_cap = heap_cap == 0 ? 256 : heap_cap * 2;
+		if ((heap = reallocarray(heap, heap_cap, sizeof(*heap))) ==
+		    NULL)
+			die("reallocarray");
+	}
+	h.due = due;
+	h.id = id;
+	for (i = heap_len++; i > 0; i = p) {
+		p = (i - 1) / 2;
+		if (heap[p].due <= due)
+			break;
+		heap[i] = heap[p];
+	}
+	heap[i] = h;
+	if (heap_len > held_max)
+		held_max = heap_len;
+}
+
+static void
+heap_pop(void)
+{
+	struct held last;
+	size_t i, c;
+
+	last = heap[--heap_len];
+	for (i = 0; (c = 2 * i + 1) < heap_len; i = c) {
+		if (c + 1 < heap_len && heap[c + 1].due < heap[c].due)
+			c++;
+		if (heap[c].due >= last.due)
+			break;
+		heap[i] = heap[c];
+	}
+	heap[i] = last;
+}
+
+/*
+ * Answer notification id: continue the call, or fail it with -err.  A
+ * call whose thread was interrupted by a signal or has died is no longer
+ * waiting (ENOENT): the kernel restarts an interrupted call, which comes
+ * back as a new notification.
+ */
+static void
+respond(int lfd, uint64_t id, int err)
+{
+	struct seccomp_notif_resp resp;
+
+	memset(&resp, 0, sizeof(resp));
+	resp.id = id;
+	if (err == 0)
+		resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+	else
+		resp.error = -err;
+	while (ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno == ENOENT) {
+			n_gone++;
+			return;
+		}
+		die("SECCOMP_IOCTL_NOTIF_SEND");
+	}
+}
+
+/* Take one notification and hold it, or answer it at once. */
+static void
+receive(int lfd)
+{
+	struct seccomp_notif req;
+	const struct call *c;
+	uint64_t d, flags;
+	int held;
+
+	memset(&req, 0, sizeof(req));
+	if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
+		/* Interrupted, or the caller went away before we took it. */
+		if (errno == EINTR || errno == ENOENT)
+			return;
+		die("SECCOMP_IOCTL_NOTIF_RECV");
+	}
+	if ((c = find_call(req.data.nr)) == NULL) {
+		respond(lfd, req.id, 0);
+		return;
+	}
+	n_calls[c->kind]++;
+	switch (c->how) {
+	case H_PATH:
+		held = 1;
+		break;
+	case H_ATFD:
+		held = (req.data.args[c->flagarg] & AT_EMPTY_PATH) == 0 ||
+		    fd_is_storage(req.pid, (int)req.data.args[c->fd1]);
+		break;
+	default:
+		held = fd_is_storage(req.pid, (int)req.data.args[c->fd1]) ||
+		    (c->fd2 >= 0 &&
+		    fd_is_storage(req.pid, (int)req.data.args[c->fd2]));
+		break;
+	}
+	/*
+	 * The thread may have gone and its id been reused while we read its
+	 * /proc entry: if the notification is no longer valid, what we read
+	 * may be another's, and there is no one to answer.
+	 */
+	if (c->how != H_PATH &&
+	    ioctl(lfd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req.id) != 0) {
+		n_gone++;
+		return;
+	}
+	d = delay_ns[c->kind];
+	if (jitter_ns > 0 && c->kind != K_CLOSE)
+		d += rng_next() % jitter_ns;
+	if (!held || d == 0) {
+		respond(lfd, req.id, 0);
+		return;
+	}
+	n_held[c->kind]++;
+	flags = c->flagarg >= 0 && c->how == H_FD ?
+	    req.data.args[c->flagarg] : 0;
+	if (flags & RWF_NOWAIT) {
+		n_nowait++;
+		respond(lfd, req.id, EAGAIN);
+		return;
+	}
+	heap_push(now_ns() + d, req.id);
+}
+
+/* Print what was seen on one line, to f. */
+static void
+report(FILE *f)
+{
+	int k;
+
+	fprintf(f, "slowfs:");
+	for (k = 0; k < K_NKINDS; k++)
+		fprintf(f, " %s=%llu/%llu", kind_names[k], n_held[k],
+		    n_calls[k]);
+	fprintf(f, " nowait_eagain=%llu gone=%llu held_max=%zu\n", n_nowait,
+	    n_gone, held_max);
+}
+
+static void
+forward(int sig)
+{
+	if (child_pid > 0)
+		kill(child_pid, sig);
+}
+
+int
+main(int argc, char *argv[])
+{
+	const char *out = NULL;
+	int sv[2], lfd, ch, k, status = 0, reaped = 0, verbose = 0, pfd;
+	struct pollfd p[2];
+	struct sigaction sa;
+	struct timespec ts, *tsp;
+	uint64_t now, d_all = 0, set_all = 0;
+	pid_t pid;
+	char *end;
+	FILE *f;
+
+	while ((ch = getopt(argc, argv, "+D:d:hj:o:s:v")) != -1) {
+		switch (ch) {
+		case 'D':
+			parse_kinds(optarg);
+			break;
+		case 'd':
+			d_all = parse_ms(optarg);
+			set_all = 1;
+			break;
+		case 'j':
+			jitter_ns = parse_ms(optarg);
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case 's':
+			errno = 0;
+			rng_state = strtoull(optarg, &end, 0);
+			if (errno != 0 || *end != '\0' || end == optarg)
+				usage();
+			rng_state ^= 0x9e3779b97f4a7c15ULL;
+			if (rng_state == 0)
+				rng_state = 1;
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		default:
+			usage();
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1)
+		usage();
+	/* -d sets every kind that -D did not, close excepted. */
+	if (set_all)
+		for (k = 0; k < K_NKINDS; k++)
+			if (k != K_CLOSE && delay_ns[k] == 0)
+				delay_ns[k] = d_all;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		die("socketpair");
+	if ((pid = fork()) < 0)
+		die("fork");
+	if (pid == 0) {
+		close(sv[0]);
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+			die("PR_SET_NO_NEW_PRIVS");
+		if ((lfd = install_filter()) < 0)
+			die("seccomp");
+		if (send_fd(sv[1], lfd) != 0)
+			die("sendmsg");
+		close(lfd);
+		close(sv[1]);
+		execvp(argv[0], argv);
+		fprintf(stderr, "slowfs: %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	child_pid = pid;
+	close(sv[1]);
+	lfd = recv_fd(sv[0]);
+	close(sv[0]);
+	if (lfd < 0) {
+		/* The child could not install the filter; it said why. */
+		waitpid(pid, &status, 0);
+		exit(125);
+	}
+
+	/*
+	 * Let go of the standard streams, so that the command's peer sees
+	 * their end when the command closes them; stderr stays for messages.
+	 */
+	if ((k = open("/dev/null", O_RDWR)) < 0)
+		die("/dev/null");
+	dup2(k, 0);
+	dup2(k, 1);
+	if (k > 2)
+		close(k);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = forward;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	/* Deadlines of a fraction of a millisecond want no timer slack. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+
+	if ((pfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+		die("pidfd_open");
+	/*
+	 * Serve until the command has exited and no process is left under
+	 * the filter (the listener then reports POLLHUP): anything the
+	 * command started and left behind is still served.
+	 */
+	for (;;) {
+		now = now_ns();
+		while (heap_len > 0 && heap[0].due <= now) {
+			respond(lfd, heap[0].id, 0);
+			heap_pop();
+		}
+		tsp = NULL;
+		if (heap_len > 0) {
+			ts.tv_sec = (time_t)((heap[0].due - now) / 1000000000ULL);
+			ts.tv_nsec = (long)((heap[0].due - now) % 1000000000ULL);
+			tsp = &ts;
+		}
+		p[0].fd = lfd;
+		p[0].events = POLLIN;
+		p[0].revents = 0;
+		p[1].fd = reaped ? -1 : pfd;
+		p[1].events = POLLIN;
+		p[1].revents = 0;
+		if (ppoll(p, 2, tsp, NULL) < 0) {
+			if (errno == EINTR)
+				continue;
+			die("ppoll");
+		}
+		if (p[0].revents & POLLIN)
+			receive(lfd);
+		if (!reaped && (p[1].revents & POLLIN)) {
+			if (waitpid(pid, &status, 0) == pid) {
+				reaped = 1;
+				child_pid = 0;
+			}
+		}
+		if ((p[0].revents & (POLLHUP | POLLERR)) &&
+		    !(p[0].revents & POLLIN) && reaped && heap_len == 0)
+			break;
+	}
+	if (verbose)
+		report(stderr);
+	if (out != NULL) {
+		if ((f = fopen(out, "a")) == NULL)
+			die(out);
+		report(f);
+		fclose(f);
+	}
+	if (WIFSIGNALED(status)) {
+		signal(WTERMSIG(status), SIG_DFL);
+		raise(WTERMSIG(status));
+		exit(128 + WTERMSIG(status));
+	}
+	return WEXITSTATUS(status);
+}
