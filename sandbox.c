@@ -193,6 +193,8 @@ struct sb_prog {
 #define SC_RECVFROM	12
 #define SC_SENDMSG	16
 #define SC_RECVMSG	17
+#define SC_SETSOCKOPT	14
+#define SC_GETSOCKOPT	15
 
 /* Landlock, as <linux/landlock.h>. */
 struct sb_ruleset_attr {
@@ -275,7 +277,7 @@ enum arg_op {
 	ARG_SELF	/* the argument is the process's own pid */
 };
 
-#define ARG_VALUES_MAX	8
+#define ARG_VALUES_MAX	10
 
 struct arg_check {
 	uint8_t arg;
@@ -614,10 +616,12 @@ static const struct rule rules[] = {
 	/*
 	 * The same calls where libc makes them through socketcall(2), but
 	 * socket(2): its arguments are in memory, where a filter cannot
-	 * look, so it could not be held to AF_UNIX.
+	 * look, so it could not be held to AF_UNIX.  For the same reason
+	 * the socket options are not held to stdout there.
 	 */
 	ALLOW_IF(socketcall, ONE_OF(0, SC_CONNECT, SC_SEND, SC_SENDTO,
-	    SC_SENDMSG, SC_RECV, SC_RECVFROM, SC_RECVMSG)),
+	    SC_SENDMSG, SC_RECV, SC_RECVFROM, SC_RECVMSG, SC_SETSOCKOPT,
+	    SC_GETSOCKOPT)),
 #endif
 	ALLOW(getpid),		/* syslog's LOG_PID; a signal to itself */
 #ifdef __NR_getrandom
