@@ -53,11 +53,11 @@ struct sd {
 static struct prog prog;
 
 /*
- * The generated filter, as the server installs it with its handler and
- * without -r (the calls refused under -r alone are tried apart).
+ * Before each test: the generated filter, as the server installs it with
+ * its handler and without -r (the tests of other programs build their own).
  */
 static int
-setup(void **state)
+default_program(void **state)
 {
 	(void)state;
 	build_filter(&prog, PID, 0, 1);
@@ -435,7 +435,6 @@ test_without_handler_nothing_is_trapped(void **state)
 	a[2] = 100;		/* MADV_HWPOISON */
 	expect_answer("madvise(MADV_HWPOISON)", __NR_madvise, a,
 	    RET_ERRNO(EPERM));
-	build_filter(&prog, PID, 0, 1);
 }
 
 /*
@@ -466,7 +465,6 @@ test_under_r_path_calls_and_sockets_refused(void **state)
 		passing_args(&rules[i], args);
 		expect_answer(rules[i].name, rules[i].nr, args, RET_ALLOW);
 	}
-	build_filter(&prog, PID, 0, 1);
 }
 
 /* What the suites made this architecture's server make. */
@@ -530,22 +528,33 @@ main(int argc, char **argv)
 {
 #ifdef HAVE_FILTER
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_no_call_is_listed_twice),
-		cmocka_unit_test(test_every_row_names_its_own_number),
-		cmocka_unit_test(test_each_allowed_call_is_allowed),
-		cmocka_unit_test(test_each_refused_call_gets_eperm),
-		cmocka_unit_test(test_checked_arguments_refuse_other_values),
-		cmocka_unit_test(test_no_signal_commands_nor_raw_sockets),
-		cmocka_unit_test(test_other_abi_is_killed),
-		cmocka_unit_test(test_unknown_numbers_are_off_the_list),
-		cmocka_unit_test(test_without_handler_nothing_is_trapped),
-		cmocka_unit_test(test_under_r_path_calls_and_sockets_refused),
-		cmocka_unit_test(test_calls_the_suites_make_are_allowed),
+		cmocka_unit_test_setup(test_no_call_is_listed_twice,
+		    default_program),
+		cmocka_unit_test_setup(test_every_row_names_its_own_number,
+		    default_program),
+		cmocka_unit_test_setup(test_each_allowed_call_is_allowed,
+		    default_program),
+		cmocka_unit_test_setup(test_each_refused_call_gets_eperm,
+		    default_program),
+		cmocka_unit_test_setup(test_checked_arguments_refuse_other_values,
+		    default_program),
+		cmocka_unit_test_setup(test_no_signal_commands_nor_raw_sockets,
+		    default_program),
+		cmocka_unit_test_setup(test_other_abi_is_killed,
+		    default_program),
+		cmocka_unit_test_setup(test_unknown_numbers_are_off_the_list,
+		    default_program),
+		cmocka_unit_test_setup(test_without_handler_nothing_is_trapped,
+		    default_program),
+		cmocka_unit_test_setup(test_under_r_path_calls_and_sockets_refused,
+		    default_program),
+		cmocka_unit_test_setup(test_calls_the_suites_make_are_allowed,
+		    default_program),
 	};
 
 	if (unit_args(argc, argv) == -1)
 		return 2;
-	return cmocka_run_group_tests(tests, setup, NULL);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 #else
 	(void)argc;
 	(void)argv;
