@@ -38,16 +38,18 @@ LIB_SRCS = sftp-server.c requests.c packet.c handles.c attrib.c log.c path.c \
 SRCS = sftp-server-main.c $(LIB_SRCS)
 HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
 	fs.h rootcheck.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h sandbox.h \
-	jobs.h
+	jobs.h sysnames.h
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \
 	tests/unit/test_fs tests/unit/test_path tests/unit/test_digest \
 	tests/unit/test_xferlog tests/unit/test_fileio tests/unit/test_requests \
-	tests/unit/test_rootcheck
+	tests/unit/test_rootcheck tests/unit/test_sandbox
 # What every unit binary links besides its own file.
 UNIT_LIB = tests/unit/unit.c
-UNIT_HDRS = tests/unit/unit.h tests/lib/packet_test.h
+# test_sandbox's lists of the calls the suites make, one per architecture.
+UNIT_HDRS = tests/unit/unit.h tests/lib/packet_test.h \
+	$(wildcard tests/unit/sandbox_calls_*.h)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -18,4 +18,12 @@
  */
 void	sandbox_enter(const char *root);
 
+/*
+ * Logs at ERROR each system call that the filter trapped since the last
+ * time, once per call over the session: one off its list (it failed with
+ * ENOSYS), or one with arguments its row does not allow (EPERM).  Cheap
+ * when there is none: the loop calls it before each wait.
+ */
+void	sandbox_report(void);
+
 #endif /* SANDBOX_H */

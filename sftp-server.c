@@ -484,6 +484,7 @@ serve(void)
 			flush_replies();
 		if (oq_pending(&oq) == 0 && !holding && ibuf_ready(&ib))
 			continue;
+		sandbox_report();
 		if (requests_in_flight() > 0) {
 			if (requests_wait_fd() == -1)
 				continue;	/* all done: answer them */

@@ -12,8 +12,8 @@
 #                                                  I/O engines, the sandbox,
 #                                                  the check of the -r root,
 #                                                  the storage workers
-#   0  packet log sys-gnu digest                   the wire, logging, GNU calls,
-#                                                  digests
+#   0  packet log sys-gnu digest sysnames          the wire, logging, GNU calls,
+#                                                  digests, system call names
 cd "$(dirname "$0")/.." || exit 1
 
 layer() {
@@ -23,7 +23,7 @@ layer() {
     requests) echo 2 ;;
     fs | attrib | handles | path | pipes | xferlog | fileio | sandbox | \
         rootcheck | jobs) echo 1 ;;
-    packet | log | sys-gnu | digest) echo 0 ;;
+    packet | log | sys-gnu | digest | sysnames) echo 0 ;;
     *) echo "" ;;
     esac
 }

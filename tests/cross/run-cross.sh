@@ -104,7 +104,9 @@ unit() {
         fail "$name $(basename "$bin")" "expected cmocka's summary, got exit $rc: $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ')"
         return
     fi
-    printf '%s\n' "$out" | grep -E '^\[  (FAILED|ERROR)  \] test_' | sed "s/^/FAIL - $name $(basename "$bin"): /"
+    # A failed test's lines, and cmocka's ERROR line of each, which says
+    # what failed (fail_msg()).
+    printf '%s\n' "$out" | grep -E '^\[  (FAILED|ERROR)  \] test_|^ERROR: ' | sed "s/^/FAIL - $name $(basename "$bin"): /"
     printf '   %s unit %s: %d passed, %d failed\n' "$name" "$(basename "$bin")" "${p:-0}" "${f:-0}"
     PASSED=$((PASSED + ${p:-0}))
     FAILED=$((FAILED + ${f:-0}))

@@ -868,19 +868,31 @@ class Server:
                 self._drain_once()
         return True
 
+    def _closed(self, what):
+        """what, with how the server ended and the end of its stderr, so
+        that a failure says why it closed."""
+        try:
+            rc = self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            rc = "none: it still runs"
+        err = self.stderr_output()[-800:].decode(errors="replace").strip()
+        return "%s (exit status %s%s)" % (
+            what, rc, "; its stderr ends: %r" % err if err else "")
+
     def recv_packet(self, timeout=None):
         """Read one reply packet and return its payload (type + body)."""
         deadline = self._deadline(timeout)
         if not self._fill(4, deadline):
-            raise ServerClosed("server closed its output" +
-                               (" mid length word" if self._rbuf else ""))
+            raise ServerClosed(self._closed(
+                "server closed its output" +
+                (" mid length word" if self._rbuf else "")))
         length = struct.unpack(">I", self._rbuf[:4])[0]
         if length == 0 or length > _MAX_REPLY_LENGTH:
             raise ProtocolError("reply length word %d" % length)
         if not self._fill(4 + length, deadline):
-            raise ServerClosed("server closed its output mid packet "
-                               "(%d of %d bytes)" % (len(self._rbuf) - 4,
-                                                     length))
+            raise ServerClosed(self._closed(
+                "server closed its output mid packet (%d of %d bytes)" %
+                (len(self._rbuf) - 4, length)))
         payload = bytes(self._rbuf[4:4 + length])
         del self._rbuf[:4 + length]
         return payload

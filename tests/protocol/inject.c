@@ -14,8 +14,11 @@
  * The process is stopped where it is (PTRACE_SEIZE, PTRACE_INTERRUPT: a
  * server waits in poll(2)), and each call is made by pointing it at the
  * instruction of the call it stopped in ("syscall", or "int $0x80" for
- * i386), with the call's registers, and stepping over that instruction.  Its registers are then put back, and
- * the call it was in is restarted as after any stop.  The text lives in a
+ * i386), with the call's registers, and stepping over that instruction.
+ * A call that the process's seccomp filter traps returns what the process's
+ * SIGSYS handler makes it return (the handler runs, up to a breakpoint
+ * after the instruction).  Its registers are then put back, and the call
+ * it was in is restarted as after any stop.  The text lives in a
  * page the process maps (mmap) and unmaps (munmap) for the occasion.
  *
  * Build: cc -o inject inject.c.  Exit status 0 when every call was made
@@ -57,8 +60,8 @@ die(const char *what)
 	exit(1);
 }
 
-/* Waits for the next stop; dies when the process ended. */
-static void
+/* Waits for the next stop; returns its signal, dies when the process ended. */
+static int
 wait_stop(void)
 {
 	int status;
@@ -70,10 +73,66 @@ wait_stop(void)
 			die("waitpid");
 		}
 		if (WIFSTOPPED(status))
-			return;
+			return WSTOPSIG(status);
 		errno = ESRCH;
 		die("the process ended");
 	}
+}
+
+/* Whether SIGSYS waits for the process (its seccomp filter trapped a call). */
+static int
+sigsys_pending(void)
+{
+	char path[64], line[256];
+	unsigned long long mask = 0;
+	FILE *f;
+
+	(void)snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		die(path);
+	while (fgets(line, sizeof line, f) != NULL)
+		if (strncmp(line, "SigPnd:", 7) == 0 ||
+		    strncmp(line, "ShdPnd:", 7) == 0)
+			mask |= strtoull(line + 7, NULL, 16);
+	fclose(f);
+	return (mask >> (SIGSYS - 1)) & 1;
+}
+
+/*
+ * A call that the filter trapped: the process's SIGSYS handler decides
+ * what it returns.  The handler runs (PTRACE_CONT with the signal) and
+ * returns to the instruction after the call, where a breakpoint (int3)
+ * stops the process again, with the call's result.
+ */
+static void
+through_handler(int sig, struct user_regs_struct *r)
+{
+	unsigned long long after = insn + 2;
+	long word, trap;
+
+	errno = 0;
+	word = ptrace(PTRACE_PEEKTEXT, pid, after, NULL);
+	if (errno != 0)
+		die("PTRACE_PEEKTEXT");
+	trap = (word & ~0xffL) | 0xcc;
+	if (ptrace(PTRACE_POKETEXT, pid, after, trap) == -1)
+		die("PTRACE_POKETEXT");
+	for (;;) {
+		if (ptrace(PTRACE_CONT, pid, NULL,
+		    sig == SIGSYS ? (void *)(long)SIGSYS : NULL) == -1)
+			die("PTRACE_CONT");
+		sig = wait_stop();
+		if (ptrace(PTRACE_GETREGS, pid, NULL, r) == -1)
+			die("PTRACE_GETREGS");
+		if (sig == SIGTRAP && r->rip == after + 1)
+			break;		/* back from the handler */
+		if (sig != SIGSYS && sig != SIGTRAP) {
+			errno = EINTR;
+			die("a signal while the handler ran");
+		}
+	}
+	if (ptrace(PTRACE_POKETEXT, pid, after, word) == -1)
+		die("PTRACE_POKETEXT");
 }
 
 /* Makes one call; returns what the process's kernel returned. */
@@ -81,6 +140,7 @@ static long
 call(long nr, const long *args)
 {
 	struct user_regs_struct r = saved;
+	int sig;
 
 	r.rip = insn;
 	r.rax = (unsigned long long)nr;
@@ -104,8 +164,10 @@ call(long nr, const long *args)
 		die("PTRACE_SETREGS");
 	if (ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL) == -1)
 		die("PTRACE_SINGLESTEP");
-	wait_stop();
-	if (ptrace(PTRACE_GETREGS, pid, NULL, &r) == -1)
+	sig = wait_stop();
+	if (sig == SIGSYS || sigsys_pending())
+		through_handler(sig, &r);
+	else if (ptrace(PTRACE_GETREGS, pid, NULL, &r) == -1)
 		die("PTRACE_GETREGS");
 	return i386 ? (long)(int32_t)r.rax : (long)r.rax;
 }
@@ -196,7 +258,7 @@ seize(void)
 		die("PTRACE_SEIZE");
 	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL) == -1)
 		die("PTRACE_INTERRUPT");
-	wait_stop();
+	(void)wait_stop();
 	if (ptrace(PTRACE_GETREGS, pid, NULL, &saved) == -1)
 		die("PTRACE_GETREGS");
 	/*

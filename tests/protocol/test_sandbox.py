@@ -12,6 +12,12 @@ what each returned:
   - execve of a program, socket(AF_INET), socket(AF_INET6), ptrace of
     another process, kill of another process, executable memory: EPERM;
     a call through the x32 ABI ends the process (SIGSYS);
+  - the calls that take a command or flags, with values the server does
+    not use: fcntl's F_SETOWN, F_SETSIG, F_SETLEASE, F_NOTIFY and O_ASYNC,
+    madvise's other advice, unix sockets of other types: EPERM, and one
+    ERROR line per call;
+  - a call off the list: ENOSYS, and one ERROR line that names it (the
+    sanitizer build aborts, naming it);
   - under -r, open of a file outside the root and of /etc/shadow, and a
     file created outside: EACCES;
   - under -r, the calls that take a path of their own (chmod, chown,
@@ -82,19 +88,25 @@ NR = {
              "readlink": 89, "chmod": 90, "chown": 92, "lchown": 94,
              "truncate": 76, "mkdir": 83, "rmdir": 84, "unlink": 87,
              "rename": 82, "link": 86, "symlink": 88, "setsockopt": 54,
-             "getsockopt": 55},
+             "getsockopt": 55, "fcntl": 72, "madvise": 28, "getppid": 110},
     I386: {"close": 6, "mmap": 192, "socket": 359, "getpid": 20,
            "execve": 11, "kill": 37, "ptrace": 26, "openat": 295,
            "socketcall": 102, "connect": 362, "stat": 195, "lstat": 196,
            "statfs": 99, "readlink": 85, "chmod": 15, "chown": 212,
            "lchown": 198, "truncate": 92, "mkdir": 39, "rmdir": 40,
            "unlink": 10, "rename": 38, "link": 9, "symlink": 83,
-           "setsockopt": 366, "getsockopt": 365},
+           "setsockopt": 366, "getsockopt": 365, "fcntl": 221,
+           "madvise": 219, "getppid": 64},
 }
 X32_BIT = 0x40000000
 SYS_SOCKET = 1      # socketcall(2)'s socket(2)
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
-SOCK_STREAM = 1
+SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET = 1, 2, 3, 5
+SOCK_CLOEXEC = 0o2000000
+F_GETFL, F_SETFL, F_SETOWN, F_SETSIG, F_SETLEASE, F_NOTIFY = \
+    3, 4, 8, 10, 1024, 1026
+O_ASYNC, O_NONBLOCK = 0o20000, 0o4000
+MADV_DONTNEED, MADV_MERGEABLE, MADV_HWPOISON = 4, 12, 100
 SOL_SOCKET, SO_SNDBUF = 1, 7
 PTRACE_ATTACH = 16
 O_RDONLY, O_WRONLY, O_WRONLY_CREAT, O_TRUNC = 0, 0o1, 0o101, 0o1000
@@ -418,6 +430,106 @@ def test_refused_from_inside(ctx):
     expect_eq("READ after the calls", getattr(data, "data", data), INSIDE)
     srv.close_handle(h)
     expect_eq("exit status at the end of input", srv.close(), 0)
+
+
+@test
+def test_commands_and_flags_held_to_those_in_use(ctx):
+    """From inside the live server: fcntl's F_SETOWN, F_SETSIG, F_SETLEASE,
+    F_NOTIFY and F_SETFL with O_ASYNC (a signal of the client's choosing to
+    any process of the account), madvise with an advice the server does not
+    use, socket(AF_UNIX) of another type than stream or datagram: EPERM
+    each, and the log names each call once; F_GETFL, F_SETFL without
+    O_ASYNC, MADV_DONTNEED and a datagram socket still work, and stdin is
+    left as it was."""
+    srv = ctx.server()
+    other = ctx.other_process()
+    r = inject(srv, ("fcntl", 0, F_GETFL),
+               ("fcntl", 0, F_SETOWN, other),
+               ("fcntl", 0, F_SETSIG, signal.SIGKILL),
+               ("fcntl", 0, F_SETLEASE, 0),
+               ("fcntl", 0, F_NOTIFY, 0),
+               ("mmap", 0, 4096, 3, MAP_PRIVATE_ANON, -1, 0),
+               ("socket", AF_UNIX, SOCK_RAW, 0),
+               ("socket", AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0),
+               ("socket", AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0))
+    flags, page, dgram = r[0], r[5], r[8]
+    expect(flags >= 0, "fcntl(0, F_GETFL) from inside the server: expected "
+           "the flags, got %s" % describe_result(flags))
+    expect(page > 0 or page < -4096, "mmap: %s" % describe_result(page))
+    if elf_machine(SERVER) == I386:
+        page &= 0xffffffff
+    for what, got in (("fcntl(F_SETOWN)", r[1]), ("fcntl(F_SETSIG)", r[2]),
+                      ("fcntl(F_SETLEASE)", r[3]), ("fcntl(F_NOTIFY)", r[4]),
+                      ("socket(AF_UNIX, SOCK_RAW)", r[6]),
+                      ("socket(AF_UNIX, SOCK_SEQPACKET)", r[7])):
+        expect_errno(what, got, errno.EPERM)
+    expect(dgram >= 0, "socket(AF_UNIX, SOCK_DGRAM) (syslog) from inside "
+           "the server: expected a descriptor, got %s" %
+           describe_result(dgram))
+    r = inject(srv, ("fcntl", 0, F_SETFL, flags | O_ASYNC),
+               ("fcntl", 0, F_SETFL, flags),
+               ("fcntl", 0, F_GETFL),
+               ("madvise", page, 4096, MADV_MERGEABLE),
+               ("madvise", page, 4096, MADV_HWPOISON),
+               ("madvise", page, 4096, MADV_DONTNEED),
+               ("close", dgram))
+    expect_errno("fcntl(F_SETFL, O_ASYNC)", r[0], errno.EPERM)
+    expect_eq("fcntl(F_SETFL) without O_ASYNC", r[1], 0)
+    expect_eq("stdin's flags after the calls", r[2], flags)
+    expect(not flags & O_ASYNC, "stdin has O_ASYNC")
+    expect_errno("madvise(MADV_MERGEABLE)", r[3], errno.EPERM)
+    expect_errno("madvise(MADV_HWPOISON)", r[4], errno.EPERM)
+    expect_eq("madvise(MADV_DONTNEED)", r[5], 0)
+    expect_alive(srv, "after the calls")
+    expect_eq("REALPATH after the calls",
+              [e.filename for e in srv.call(req_realpath(".")).entries],
+              [ctx.root.encode()])
+    expect(ctx.others[0].poll() is None, "the other process was killed")
+    expect_eq("exit status at the end of input", srv.close(), 0)
+    nr = NR[elf_machine(SERVER)]
+    fcntl = "fcntl64" if elf_machine(SERVER) == I386 else "fcntl"
+    expect_eq("the log's lines about them", refused_lines(srv), [
+        "sandbox: system call %d (%s) refused: arguments not on the list" %
+        (nr[name], label) for name, label in
+        (("fcntl", fcntl), ("socket", "socket"), ("madvise", "madvise"))])
+
+
+def refused_lines(srv):
+    """The server's lines about calls the filter trapped."""
+    return [l for l in srv.stderr_output().decode(errors="replace")
+            .replace("\r", "").split("\n") if " refused: " in l]
+
+
+@test
+def test_call_off_the_list_is_logged(ctx):
+    """A call that no row of the list names (getppid), from inside the live
+    server: it fails with ENOSYS, the session goes on, and the log says at
+    ERROR which call it was, once however often it came.  The sanitizer
+    build aborts there instead, naming it."""
+    srv = ctx.server()
+    nr = NR[elf_machine(SERVER)]["getppid"]
+    if os.environ.get("SFTP_SANITIZED"):
+        try:
+            inject(srv, ("getppid",))
+        except Failure:
+            pass
+        status = srv.wait(30)
+        expect(status != 0, "the server ended with status 0")
+        err = srv.stderr_output().decode(errors="replace")
+        expect("sandbox: system call %d (getppid) is not on the list" % nr
+               in err, "no report of the call in: %r" % err[-2000:])
+        return "the sanitizer build aborts, naming it"
+    r = inject(srv, ("getppid",), ("getppid",), ("getpid",))
+    expect_errno("getppid()", r[0], errno.ENOSYS)
+    expect_errno("getppid() again", r[1], errno.ENOSYS)
+    expect_eq("getpid()", r[2], srv.proc.pid)
+    expect_eq("REALPATH after the call",
+              [e.filename for e in srv.call(req_realpath(".")).entries],
+              [ctx.root.encode()])
+    expect_eq("exit status at the end of input", srv.close(), 0)
+    expect_eq("the log's lines", refused_lines(srv),
+              ["sandbox: system call %d (getppid) refused: not on the list" %
+               nr])
 
 
 @test
