@@ -319,13 +319,14 @@ elapsed_ms(const struct timespec *a, const struct timespec *b)
 }
 
 /*
- * Between the chunks of a long request (copy-data, check-file): whether the
- * session must end now.  A signal came, or the client is gone: the reader
- * of stdout or the writer of stdin closed its end, so no reply can reach it
- * or no request come.  The pipes are looked at every STOP_CHECK_MS at most.
+ * The stop check, called between the chunks of a long request (copy-data,
+ * check-file; fileio_set_stop()): whether the session must stop now.  A
+ * signal came, or the client is gone: the reader of stdout or the writer of
+ * stdin closed its end, so no reply can reach it or no request come.  The
+ * pipes are looked at every STOP_CHECK_MS at most.
  */
 static int
-must_stop(void)
+stop_check(void)
 {
 	static struct timespec last;
 	struct timespec now;
@@ -850,7 +851,7 @@ sftp_server_main(int argc, char **argv)
 		exit(SESSION_ERROR);
 	}
 	pipes_init();
-	fileio_set_stop(must_stop);
+	fileio_set_stop(stop_check);
 	if (o.root != NULL)
 		confine(rootdir);
 	if (o.dir != NULL && fs_chdir(startdir) == -1)
