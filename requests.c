@@ -2626,12 +2626,6 @@ requests_wait_fd(void)
 }
 
 void
-requests_wait(void)
-{
-	jobs_wait();
-}
-
-void
 requests_idle(void)
 {
 	jobs_idle();

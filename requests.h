@@ -89,8 +89,6 @@ unsigned	requests_in_flight(void);
  * work runs in one.
  */
 int	requests_wait_fd(void);
-/* Waits until some work in a worker ends (none: returns at once). */
-void	requests_wait(void);
 /* The session is idle: the workers end and give back what they held. */
 void	requests_idle(void);
 /* Closes every open handle, logging each as a "forced" close. */
