@@ -30,15 +30,11 @@ fileio_set_stop(int (*stop)(void))
 	stop_check = stop;
 }
 
-/* Whether a long operation must end now: -1 with ECANCELED, else 0. */
+/* Whether a long operation must stop now. */
 static int
 stopped(void)
 {
-	if (stop_check != NULL && stop_check()) {
-		errno = ECANCELED;
-		return -1;
-	}
-	return 0;
+	return stop_check != NULL && stop_check();
 }
 
 /* The scratch buffer, or NULL with errno. */
@@ -128,8 +124,8 @@ copy_by_hand(int in, off_t inoff, int out, off_t outoff, uint64_t len,
 	if ((buf = scratch_buf()) == NULL)
 		return -1;
 	while (to_eof || done < len) {
-		if (stopped() == -1)
-			return -1;
+		if (stopped())
+			return FILEIO_STOP;
 		want = FILEIO_CHUNK;
 		if (!to_eof && len - done < want)
 			want = (size_t)(len - done);
@@ -161,8 +157,8 @@ fileio_copy(int in, off_t inoff, int out, off_t outoff, uint64_t len,
 	c->read = c->written = 0;
 	/* copy_file_range(2) refuses an O_APPEND target: by hand. */
 	while (outoff != FILEIO_APPEND && (to_eof || done < len)) {
-		if (stopped() == -1)
-			return -1;
+		if (stopped())
+			return FILEIO_STOP;
 		want = KERNEL_CHUNK;
 		if (!to_eof && len - done < want)
 			want = (size_t)(len - done);
@@ -198,8 +194,8 @@ fileio_digest(int fd, off_t off, uint64_t len, const struct digest_algo *algo,
 		return -1;
 	digest_init(&ctx, algo);
 	while (len > 0) {
-		if (stopped() == -1)
-			return -1;
+		if (stopped())
+			return FILEIO_STOP;
 		want = len < FILEIO_CHUNK ? (size_t)len : FILEIO_CHUNK;
 		if ((n = fileio_read_full(fd, buf, want, off)) == -1)
 			return -1;

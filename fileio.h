@@ -1,8 +1,8 @@
 /*
  * File I/O engines: whole reads and writes, a copy between two descriptors
  * and a digest over a range of one.  They know descriptors and bytes, not the
- * protocol: each returns bytes or 0, -1 with errno, or FILEIO_EOF, and logs
- * nothing.
+ * protocol: each returns bytes or 0, -1 with errno, FILEIO_EOF or FILEIO_STOP,
+ * and logs nothing.
  *
  * The copy and the digest move data through one scratch buffer, mapped on
  * first use and kept; fileio_release() gives its pages back when the session
@@ -20,6 +20,8 @@
 
 /* The input ended before the length asked for. */
 #define FILEIO_EOF	(-2)
+/* The stop check (fileio_set_stop()) said the session must stop. */
+#define FILEIO_STOP	(-3)
 /* In place of an output offset: write at the end (an O_APPEND descriptor). */
 #define FILEIO_APPEND	((off_t)-1)
 /* How much the copy and the digest read at a time. */
@@ -49,22 +51,23 @@ struct fileio_copied {
  * Copies len bytes (0: to the end of in) from in at inoff to out at outoff
  * (or FILEIO_APPEND): with copy_file_range(2) while the kernel can, by hand
  * through the scratch buffer otherwise.  Returns 0 when done, FILEIO_EOF
- * when in ended before len bytes, or -1 with errno; ECANCELED when the stop
- * check said so.
+ * when in ended before len bytes, FILEIO_STOP when the stop check said so,
+ * or -1 with errno.
  */
 int	fileio_copy(int in, off_t inoff, int out, off_t outoff, uint64_t len,
 	    struct fileio_copied *);
 /*
  * The digest of len bytes of fd from off, with algo, into md.  Returns 0,
- * FILEIO_EOF when the file ends first, or -1 with errno (ECANCELED as
- * above).  *hashed grows by the bytes read.
+ * FILEIO_EOF when the file ends first, FILEIO_STOP as above, or -1 with
+ * errno.  *hashed grows by the bytes read.
  */
 int	fileio_digest(int fd, off_t off, uint64_t len,
 	    const struct digest_algo *algo, uint8_t *md, uint64_t *hashed);
 
 /*
- * The copy and the digest call stop() between chunks; when it returns
- * non-zero they end with ECANCELED.  NULL (the default) never stops them.
+ * The stop check: the copy and the digest call stop() between chunks; when
+ * it returns non-zero they end with FILEIO_STOP.  NULL (the default) never
+ * stops them.
  */
 void	fileio_set_stop(int (*stop)(void));
 /* Gives back the scratch buffer's pages; they read as zeros when next used. */

@@ -60,8 +60,8 @@
 /* What a handler returns besides a status code (see above). */
 #define REPLIED		0xffffffffU
 #define PARSE_ERROR	0xfffffffeU
-/* The session must end now (fileio's stop check): no reply at all. */
-#define ABANDONED	0xfffffffdU
+/* The session must stop (FILEIO_STOP): no reply at all. */
+#define STOP		0xfffffffdU
 /* A job will answer, in request order (requests_reap()). */
 #define DEFERRED	0xfffffffcU
 
@@ -2007,8 +2007,8 @@ copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
 	wh->bytes_written += c.written;
 	if (!(wh->flags & O_APPEND))
 		track(wh, woff, c.written);
-	if (r == -1 && errno == ECANCELED)
-		return ABANDONED;
+	if (r == FILEIO_STOP)
+		return STOP;
 	if (r == -1) {
 		error(OPENSSH_FN("process_extended_copy_data") "copy failed: %s",
 		    strerror(errno));
@@ -2224,8 +2224,8 @@ check_file(uint32_t id, int fd, const uint8_t *algs, uint32_t alen,
 		if (r != 0) {
 			/* The client left, an error, or the file shrank. */
 			pkt_cancel(oq, &rep);
-			if (r == -1 && errno == ECANCELED)
-				return ABANDONED;
+			if (r == FILEIO_STOP)
+				return STOP;
 			return r == FILEIO_EOF ? SSH_FX_EOF :
 			    errno_to_status(errno);
 		}
@@ -2329,8 +2329,8 @@ process_ext_check_file_name(uint32_t id, struct cursor *c)
 		ev.last_offset = off + hashed;
 	}
 	ev.opened = &opened;
-	if (status == ABANDONED)
-		ev.result = strerror(ECANCELED);
+	if (status == STOP)
+		ev.result = strerror(ECANCELED);	/* given up */
 	else
 		ev.result = status == REPLIED ? "ok" : pkt_status_message(status);
 	xferlog_write(&ev);
@@ -2550,7 +2550,7 @@ requests_process(struct cursor *c)
 	} else if ((status = rq->handler(id, c)) == PARSE_ERROR) {
 		error("%s: bad message in request %u", rq->name, id);
 		status = SSH_FX_BAD_MESSAGE;
-	} else if (status == ABANDONED) {
+	} else if (status == STOP) {
 		debug("request %u: %s given up: the session ends", id,
 		    rq->name);
 		return REQUESTS_STOP;
@@ -2642,12 +2642,6 @@ int
 requests_wait_fd(void)
 {
 	return jobs_running() > 0 ? jobs_fd() : -1;
-}
-
-void
-requests_wait(void)
-{
-	jobs_wait();
 }
 
 void

@@ -7,7 +7,8 @@
  *
  * Every call runs downward, to the layers below (tests/check-layers.sh).
  * The one call back up into the loop is its stop check, which copy-data and
- * check-file reach through fileio.c (fileio_set_stop()).
+ * check-file reach through fileio.c (fileio_set_stop()): FILEIO_STOP there
+ * is REQUESTS_STOP here.
  */
 #ifndef REQUESTS_H
 #define REQUESTS_H
@@ -50,8 +51,8 @@ enum session_exit {
 };
 
 /*
- * requests_process(): a long request was given up, without a reply, because
- * the session must end (the stop check of fileio.h said so).
+ * requests_process(): the session must stop (the stop check said so through
+ * FILEIO_STOP): a long request was given up, without a reply.
  */
 #define REQUESTS_STOP	(-1)
 /*
@@ -88,8 +89,6 @@ unsigned	requests_in_flight(void);
  * work runs in one.
  */
 int	requests_wait_fd(void);
-/* Waits until some work in a worker ends (none: returns at once). */
-void	requests_wait(void);
 /* The session is idle: the workers end and give back what they held. */
 void	requests_idle(void);
 /* Closes every open handle, logging each as a "forced" close. */

@@ -706,7 +706,7 @@ static const struct rule rules[] = {
 #ifdef SB_ASAN
 	/*
 	 * The sanitizer builds: AddressSanitizer reads the signal stack before
-	 * each call that does not return (cleanup_exit()).  LeakSanitizer's
+	 * each call that does not return (end_session()).  LeakSanitizer's
 	 * check at exit() (a thread, ptrace) is never reached: a session ends
 	 * with _exit().
 	 */

@@ -53,9 +53,11 @@
  * as OpenSSH's sftp client keeps requests in flight.
  */
 #define STORAGE_OPS_DEFAULT	64
-/* What wait_input() saw. */
-#define WOKE_INPUT	0x1
-#define WOKE_JOBS	0x2
+/* What wait_for() waits for, and what it saw. */
+#define WAIT_INPUT	0x1	/* stdin has input, or its end */
+#define WAIT_OUTPUT	0x2	/* stdout takes more, or failed */
+#define WAIT_JOBS	0x4	/* work in a worker ended */
+#define WAIT_STOP	0x8	/* the session ends: stop waiting */
 
 /* The options, as parse_options() reads them. */
 struct options {
@@ -78,14 +80,15 @@ static char user_home[PATH_MAX];
 static uid_t user_uid;
 /* SIGTERM, SIGHUP or SIGINT came: the session ends at the next look. */
 static volatile sig_atomic_t got_signal;
+/* end_session() runs: the waits return to it rather than end the session. */
+static int ending;
 static sigset_t end_signals;	/* those of the three that are caught */
 /* stdout's file flags with O_NONBLOCK, when it is a pipe or socket; or -1. */
 static int out_nonblock = -1;
 
-static void cleanup_exit(int) __attribute__((noreturn));
-static void end_by_signal(void) __attribute__((noreturn));
-static int wait_output(void);
-static void finish_requests(int);
+static void end_session(int) __attribute__((noreturn));
+static int write_out(void);
+static int wait_for(int, int);
 
 #ifdef SFTP_FUZZ
 #include <setjmp.h>
@@ -123,18 +126,41 @@ close_session(const char *result)
 	    client_addr);
 }
 
-/* Ends the session: what is queued is sent, files closed, then the process. */
+/*
+ * The one end of a session, whatever ends it.  Every request in flight
+ * finishes (a storage call cannot be taken back) and is answered, so that
+ * its bytes count in the logs.  The replies are sent as the queue fills and
+ * at the end; they are dropped when a signal ended the session (the client
+ * may not be reading), and from the moment stdout fails or a signal comes
+ * while they are sent.  Every handle is closed and logged; then the process
+ * exits with status, or, ended by a signal, dies of it as without a handler.
+ */
 static void
-cleanup_exit(int status)
+end_session(int status)
 {
-	int saved = errno;
+	int saved = errno, sig = got_signal, send = sig == 0;
+#ifndef SFTP_FUZZ
+	sigset_t set;
+#endif
 
-	finish_requests(1);
-	while (oq_flush(&oq, STDOUT_FILENO) == -1 && !got_signal &&
-	    (errno == EINTR || ((errno == EAGAIN || errno == EWOULDBLOCK) &&
-	    wait_output() == 0)))
-		;
-	close_session("ok");
+	ending = 1;
+	if (sig != 0)
+		verbose("received signal %d; closing the session", sig);
+	while (requests_in_flight() > 0) {
+		requests_reap();
+		if (requests_in_flight() == 0)
+			break;
+		if (oq_pending(&oq) < OQ_HIWAT) {
+			(void)wait_for(WAIT_JOBS, -1);
+		} else if (!send || write_out() == -1) {
+			oq_drop(&oq);
+			send = 0;
+		}
+	}
+	if (send)
+		(void)write_out();
+	close_session(sig == 0 ? "ok" : sig == SIGTERM ? "SIGTERM" :
+	    sig == SIGHUP ? "SIGHUP" : "SIGINT");
 	errno = saved;
 #ifdef SFTP_FUZZ
 	/* The fuzz harness runs many sessions in one process. */
@@ -142,39 +168,19 @@ cleanup_exit(int status)
 	oq_free(&oq);
 	requests_free();
 	fs_reset();
-	sftp_fuzz_status = status;
+	ending = 0;
+	sftp_fuzz_status = sig == 0 ? status : SESSION_OK;
 	longjmp(sftp_fuzz_exit, 1);
 #else
+	if (sig != 0) {
+		(void)signal(sig, SIG_DFL);
+		(void)sigemptyset(&set);
+		(void)sigaddset(&set, sig);
+		(void)sigprocmask(SIG_UNBLOCK, &set, NULL);
+		(void)raise(sig);
+		_exit(128 + sig);
+	}
 	_exit(status);
-#endif
-}
-
-/*
- * A signal ended the session: the files it held are closed and logged as
- * at any end, the replies not yet sent are dropped (the client may not be
- * reading), and the process dies of the signal, as without a handler.
- */
-static void
-end_by_signal(void)
-{
-	int sig = got_signal;
-#ifndef SFTP_FUZZ
-	sigset_t set;
-#endif
-
-	verbose("received signal %d; closing the session", sig);
-	finish_requests(0);
-	close_session(sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" :
-	    "SIGINT");
-#ifdef SFTP_FUZZ
-	cleanup_exit(SESSION_OK);
-#else
-	(void)signal(sig, SIG_DFL);
-	(void)sigemptyset(&set);
-	(void)sigaddset(&set, sig);
-	(void)sigprocmask(SIG_UNBLOCK, &set, NULL);
-	(void)raise(sig);
-	_exit(128 + sig);
 #endif
 }
 
@@ -231,83 +237,102 @@ static void
 output_failed(void)
 {
 	if (errno == EPIPE || errno == ECONNRESET)
-		cleanup_exit(SESSION_OK);
+		end_session(SESSION_OK);
 	error("write: %s", strerror(errno));
-	cleanup_exit(SESSION_ERROR);
+	end_session(SESSION_ERROR);
 }
 
-/* Writes the queue out. */
+/*
+ * Writes the queue out, waiting while stdout takes no more (when it is
+ * non-blocking: a signal made it so, or whoever started the server).
+ * Returns 0, or -1: stdout failed (errno says why), or, while the session
+ * ends, a signal came.
+ */
+static int
+write_out(void)
+{
+	while (oq_flush(&oq, STDOUT_FILENO) == -1) {
+		if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1;
+		if (wait_for(WAIT_OUTPUT, -1) == WAIT_STOP)
+			return -1;
+	}
+	return 0;
+}
+
+/* Writes the queue out; a failure ends the session. */
 static void
 flush_replies(void)
 {
 	size_t n = oq_pending(&oq);
 
 	pipes_write(n);
-	while (oq_flush(&oq, STDOUT_FILENO) == -1) {
-		if (got_signal)
-			end_by_signal();
-		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			if (wait_output() == -1)
-				output_failed();
-		} else if (errno != EINTR) {
-			output_failed();
-		}
-	}
+	if (write_out() == -1)
+		output_failed();
 	pipes_written(n);
 }
 
 /*
- * Waits until stdout takes more, when it is non-blocking (a signal made it
- * so, or whoever started the server).  The end signals are blocked from the
- * caller's last look at the flag until ppoll() takes them.  Returns 0, or
- * -1 with errno.
+ * The one wait of the session: until stdin has input (WAIT_INPUT), stdout
+ * takes more (WAIT_OUTPUT) or work in a worker ends (WAIT_JOBS), as want
+ * asks, for at most timeout ms (-1: no limit).  Returns what is ready, or
+ * 0 on timeout or when a signal that does not end the session cut the wait
+ * short.
+ *
+ * The end signals are blocked from the last look at the flag until ppoll()
+ * takes them, so none is missed.  One ends the session, there; so does a
+ * failed poll, and stdout's reader gone (no reply can ever be sent),
+ * whatever the wait is for.  While the session ends (end_session()) the
+ * wait returns WAIT_STOP instead, and only a wait for output is cut short
+ * by a signal: the requests in flight are waited for all the same.
  */
 static int
-wait_output(void)
+wait_for(int want, int timeout)
 {
-	struct pollfd pfd;
+	struct pollfd pfd[3];
 	sigset_t old;
-	int n, e;
+	int n = 0, e = 0, woke = 0;
+	int cut = !ending || (want & WAIT_OUTPUT);
 
-	pfd.fd = STDOUT_FILENO;
-	pfd.events = POLLOUT;
+	pfd[0].fd = (want & WAIT_INPUT) ? STDIN_FILENO : -1;
+	pfd[0].events = POLLIN;
+	/* Not asked for, POLLERR and POLLHUP come all the same. */
+	pfd[1].fd = !ending || (want & WAIT_OUTPUT) ? STDOUT_FILENO : -1;
+	pfd[1].events = (want & WAIT_OUTPUT) ? POLLOUT : 0;
+	pfd[2].fd = (want & WAIT_JOBS) ? requests_wait_fd() : -1;
+	pfd[2].events = POLLIN;
 	(void)sigprocmask(SIG_BLOCK, &end_signals, &old);
-	n = got_signal ? 0 : sys_ppoll(&pfd, 1, -1, &old);
-	e = errno;
+	if (!(cut && got_signal)) {
+		n = sys_ppoll(pfd, 3, timeout, &old);
+		e = errno;
+	}
 	(void)sigprocmask(SIG_SETMASK, &old, NULL);
-	if (n == -1 && e != EINTR) {
-		errno = e;
-		return -1;
+	if (cut && got_signal) {
+		if (!ending)
+			end_session(SESSION_OK);
+		return WAIT_STOP;
+	}
+	if (n == -1 && e == EINTR)
+		return 0;
+	if (n == -1) {
+		if (ending)
+			return WAIT_STOP;
+		error("poll: %s", strerror(e));
+		end_session(SESSION_POLL);
+	}
+	if (pfd[0].revents != 0)
+		woke |= WAIT_INPUT;	/* input, or its end: read it */
+	if (pfd[1].revents != 0 && (want & WAIT_OUTPUT))
+		woke |= WAIT_OUTPUT;	/* room, or a failure: write */
+	if (pfd[2].revents != 0)
+		woke |= WAIT_JOBS;
+	if (woke != 0)
+		return woke;
+	if (pfd[1].revents & (POLLERR | POLLHUP)) {
+		debug("output closed");
+		end_session(SESSION_OK);
 	}
 	return 0;
-}
-
-/*
- * Before the session ends: every request in flight finishes (a storage
- * call cannot be taken back) and is answered, so that its bytes count in
- * the logs.  With send, the replies are written out as the queue fills;
- * without (a signal, a client gone), or once stdout fails, dropped.
- */
-static void
-finish_requests(int send)
-{
-	while (requests_in_flight() > 0) {
-		requests_reap();
-		if (requests_in_flight() == 0)
-			break;
-		if (oq_pending(&oq) < OQ_HIWAT) {
-			requests_wait();
-			continue;
-		}
-		while (send && oq_flush(&oq, STDOUT_FILENO) == -1 &&
-		    !got_signal && (errno == EINTR || ((errno == EAGAIN ||
-		    errno == EWOULDBLOCK) && wait_output() == 0)))
-			;
-		if (oq_pending(&oq) > 0) {
-			oq_drop(&oq);
-			send = 0;
-		}
-	}
 }
 
 /* Milliseconds from a to b. */
@@ -319,13 +344,14 @@ elapsed_ms(const struct timespec *a, const struct timespec *b)
 }
 
 /*
- * Between the chunks of a long request (copy-data, check-file): whether the
- * session must end now.  A signal came, or the client is gone: the reader
- * of stdout or the writer of stdin closed its end, so no reply can reach it
- * or no request come.  The pipes are looked at every STOP_CHECK_MS at most.
+ * The stop check, called between the chunks of a long request (copy-data,
+ * check-file; fileio_set_stop()): whether the session must stop now.  A
+ * signal came, or the client is gone: the reader of stdout or the writer of
+ * stdin closed its end, so no reply can reach it or no request come.  The
+ * pipes are looked at every STOP_CHECK_MS at most.
  */
 static int
-must_stop(void)
+stop_check(void)
 {
 	static struct timespec last;
 	struct timespec now;
@@ -347,55 +373,6 @@ must_stop(void)
 		return 0;
 	debug("client gone during a request");
 	return 1;
-}
-
-/*
- * Waits until stdin has input (when want_input), or work in a worker ends,
- * for at most timeout ms (-1: no limit).  Returns WOKE_INPUT, WOKE_JOBS or
- * both, 0 on timeout, -1 when a signal (not one that ends the session) cut
- * the wait short.  When stdout's reader is gone no reply can ever be
- * sent, so the session ends there, whatever it waits for.  A signal ends
- * the session: the end signals are blocked from the last look at the flag
- * until ppoll() takes them, so none is missed.
- */
-static int
-wait_input(int timeout, int want_input)
-{
-	struct pollfd pfd[3];
-	sigset_t old;
-	int n, e, woke = 0;
-
-	pfd[0].fd = want_input ? STDIN_FILENO : -1;
-	pfd[0].events = POLLIN;
-	pfd[1].fd = STDOUT_FILENO;
-	pfd[1].events = 0;	/* POLLERR and POLLHUP come unasked */
-	pfd[2].fd = requests_wait_fd();
-	pfd[2].events = POLLIN;
-	(void)sigprocmask(SIG_BLOCK, &end_signals, &old);
-	if (got_signal)
-		end_by_signal();
-	n = sys_ppoll(pfd, 3, timeout, &old);
-	e = errno;
-	(void)sigprocmask(SIG_SETMASK, &old, NULL);
-	if (n == -1 && e == EINTR && got_signal)
-		end_by_signal();
-	if (n == -1 && e == EINTR)
-		return -1;
-	if (n == -1) {
-		error("poll: %s", strerror(e));
-		cleanup_exit(SESSION_POLL);
-	}
-	if (pfd[0].revents != 0)
-		woke |= WOKE_INPUT;	/* input, or its end: read it */
-	if (pfd[2].revents != 0)
-		woke |= WOKE_JOBS;
-	if (woke != 0)
-		return woke;
-	if (pfd[1].revents & (POLLERR | POLLHUP)) {
-		debug("output closed");
-		cleanup_exit(SESSION_OK);
-	}
-	return 0;
 }
 
 /*
@@ -421,17 +398,14 @@ read_input(void)
 
 	if ((n = ibuf_read(&ib, STDIN_FILENO)) == 0) {
 		debug("read eof");
-		cleanup_exit(SESSION_OK);
+		end_session(SESSION_OK);
 	}
 	if (n == -1 && (errno == EINTR || errno == EAGAIN ||
-	    errno == EWOULDBLOCK)) {
-		if (got_signal)
-			end_by_signal();
-		return;		/* wait again */
-	}
+	    errno == EWOULDBLOCK))
+		return;		/* the loop looks at the flag, then waits */
 	if (n == -1) {
 		error("read: %s", strerror(errno));
-		cleanup_exit(SESSION_ERROR);
+		end_session(SESSION_ERROR);
 	}
 	pipes_read((size_t)n);
 }
@@ -448,12 +422,13 @@ serve(void)
 {
 	struct cursor c, held;
 	uint32_t len;
-	int r, timeout, holding = 0;
+	int r, want, timeout, holding = 0;
 
 	memset(&held, 0, sizeof held);
 	for (;;) {
+		/* A signal that came while no wait was blocked. */
 		if (got_signal)
-			end_by_signal();
+			end_session(SESSION_OK);
 		requests_reap();
 		/* Answer every complete request while the queue has room. */
 		while (oq_pending(&oq) < OQ_HIWAT) {
@@ -464,7 +439,7 @@ serve(void)
 			} else if (r < 0) {
 				error("bad message from %s local user %s",
 				    client_addr, user_name);
-				cleanup_exit(len == 0 ? SESSION_FATAL :
+				end_session(len == 0 ? SESSION_FATAL :
 				    SESSION_TOOLONG);
 			}
 			if ((r = requests_process(&c)) == REQUESTS_WAIT) {
@@ -473,12 +448,10 @@ serve(void)
 				break;
 			}
 			holding = 0;
-			if (r == REQUESTS_STOP && got_signal)
-				end_by_signal();
 			if (r == REQUESTS_STOP)
-				cleanup_exit(SESSION_OK);	/* gone */
+				end_session(SESSION_OK); /* a signal, or gone */
 			if (r != 0)
-				cleanup_exit(r);
+				end_session(r);
 		}
 		if (oq_pending(&oq) > 0)
 			flush_replies();
@@ -488,18 +461,19 @@ serve(void)
 		if (requests_in_flight() > 0) {
 			if (requests_wait_fd() == -1)
 				continue;	/* all done: answer them */
-			if (wait_input(-1, !holding && ibuf_can_read(&ib)) &
-			    WOKE_INPUT)
-				read_input();
-			continue;
-		}
-		if (holding)
+			want = WAIT_JOBS;
+			if (!holding && ibuf_can_read(&ib))
+				want |= WAIT_INPUT;
+			timeout = -1;
+		} else if (holding) {
 			continue;	/* it can start now */
-		if ((timeout = pipes_wait()) == 0) {
+		} else if ((timeout = pipes_wait()) == 0) {
 			go_idle();
 			continue;
+		} else {
+			want = WAIT_INPUT;
 		}
-		if (wait_input(timeout, 1) & WOKE_INPUT)
+		if (wait_for(want, timeout) & WAIT_INPUT)
 			read_input();	/* else the window ended, or a signal */
 	}
 }
@@ -775,7 +749,7 @@ find_client(void)
 	client_addr = addr;
 	if ((space = strchr(addr, ' ')) == NULL) {
 		error("Malformed SSH_CONNECTION variable: \"%s\"", conn);
-		cleanup_exit(SESSION_FATAL);
+		end_session(SESSION_FATAL);
 	}
 	*space = '\0';
 }
@@ -851,7 +825,7 @@ sftp_server_main(int argc, char **argv)
 		exit(SESSION_ERROR);
 	}
 	pipes_init();
-	fileio_set_stop(must_stop);
+	fileio_set_stop(stop_check);
 	if (o.root != NULL)
 		confine(rootdir);
 	if (o.dir != NULL && fs_chdir(startdir) == -1)
