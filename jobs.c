@@ -279,8 +279,12 @@ jobs_collect(void)
 
 	if (nrunning == 0)
 		return 0;
-	if (efd != -1)
-		(void)read(efd, &v, sizeof v);
+	/*
+	 * The counter is reset; it may read nothing (EAGAIN) when no worker
+	 * finished since the last look: the ring says what is done either way.
+	 */
+	if (efd != -1 && read(efd, &v, sizeof v) == -1)
+		v = 0;
 	(void)pthread_mutex_lock(&lock);
 	for (unsigned i = 0; i < ring_count; i++) {
 		j = &ring[(ring_head + i) % JOBS_RING];
