@@ -553,12 +553,13 @@ expand_dir(const char *arg, char *out, size_t size)
 	if (errno == EINVAL) {
 		for (p = tmp; (p = strchr(p, '%')) != NULL; p += 2) {
 			if (p[1] == '\0') {
-				error(OPENSSH_FN("vdollar_percent_expand") "invalid format");
+				error(OPENSSH_FN("vdollar_percent_expand")
+				    "invalid format");
 				break;
 			}
 			if (strchr("%duU", p[1]) == NULL) {
-				error(OPENSSH_FN("vdollar_percent_expand") "unknown key "
-				    "%%%c", p[1]);
+				error(OPENSSH_FN("vdollar_percent_expand")
+				    "unknown key %%%c", p[1]);
 				break;
 			}
 		}
@@ -638,7 +639,7 @@ parse_options(int argc, char **argv, struct options *o)
 			o->no_sandbox = 1;
 			break;
 		case 'c':
-			/* As a login shell, "sftp-server -c ...": no options. */
+			/* A login shell's "sftp-server -c ...": no options. */
 			optind = argc;
 			return;
 		case 'd':
@@ -678,8 +679,8 @@ parse_options(int argc, char **argv, struct options *o)
 			if (*end != '\0' || end == optarg || errno != 0 ||
 			    ops < 1 || ops > JOBS_MAX_WORKERS ||
 			    optarg[0] == '-' || optarg[0] == '+')
-				die("Invalid storage operations \"%s\": 1 to %d",
-				    optarg, JOBS_MAX_WORKERS);
+				die("Invalid storage operations \"%s\": "
+				    "1 to %d", optarg, JOBS_MAX_WORKERS);
 			sess.storage_ops = (unsigned)ops;
 			break;
 		case 'u':
