@@ -43,6 +43,14 @@ struct handle {
 	uint64_t last_off;	/* one past the highest */
 	int io_errno;		/* the first read or write error, or 0 */
 	int no_nowait;		/* reads cannot be asked not to wait */
+	/*
+	 * Free space of its file system (requests.c's space_ample()): when
+	 * it was last looked at (0: never), what it was, and the session's
+	 * count of bytes handed off then.
+	 */
+	int64_t space_at;
+	uint64_t space_free;
+	uint64_t space_spent;
 	struct timespec opened;
 	char path[PATH_MAX];	/* as the client named it, for logging */
 };

@@ -90,8 +90,11 @@
  *     w+n <= r: the write neither changes the bytes read nor, by making the
  *     file longer, turns an end of file the read meets into a hole of
  *     zeros.  The rule is the same whichever came first.
- *   - Two WRITEs are independent only when their ranges do not overlap and
- *     neither handle is O_APPEND (where the kernel picks the offset).
+ *   - Two WRITEs are independent only when their ranges do not overlap,
+ *     neither handle is O_APPEND (where the kernel picks the offset), and
+ *     each was handed off while the file system it writes to had ample
+ *     free space (below).  Else the one that meets a full disk (ENOSPC)
+ *     would be the one the kernel reaches last, not the last in order.
  *   - A WRITE and an FSTAT are never independent (the size, the times),
  *     nor a WRITE and a STAT or LSTAT: a path may name any file.
  *   - Every other request (OPEN, CLOSE, READDIR, SETSTAT, RENAME, REMOVE,
@@ -104,9 +107,29 @@
  * fstat(2) per OPEN.  A request whose work is done (its system call
  * returned) no longer counts as in flight, though its reply may still wait
  * for earlier ones.  A status is queued only once the kernel has answered
- * the request's call.  Not covered: access times (a READ may update them
- * after a later STAT looked), and which of two independent WRITEs meets a
- * full disk first (ENOSPC, EDQUOT).
+ * the request's call.
+ *
+ * Ample free space: when a WRITE is about to go to a worker, the free
+ * space of its file system (fstatvfs(): f_bavail * f_frsize) is looked up,
+ * at most every SPACE_NS per handle; between looks, every byte handed off
+ * since (by any handle: conservative) is taken off what was seen.  The
+ * WRITE may run beside other WRITEs only while what is left exceeds its
+ * length by SPACE_MARGIN, far above the bytes that can be in flight at
+ * once (WRITE data pinned in the input window, IBUF_HARD, and READ
+ * buffers, JOBS_ARENA): then no WRITE in flight can meet a full disk, and
+ * the order in which the kernel takes them makes no difference.  Below
+ * the margin, WRITEs run one at a time, in order (beside READs and stats,
+ * which allocate nothing); so does everything else that allocates
+ * (FSETSTAT's size, copy-data, OPEN, ...: they run alone).  A file system
+ * that reports no free space (some FUSE ones) or cannot answer gets
+ * WRITEs one at a time.  A session on fast storage (requests run here)
+ * never looks.
+ *
+ * Not covered: access times (a READ may update them after a later STAT
+ * looked); per-user quotas (EDQUOT: statvfs does not show them, so which
+ * of two concurrent WRITEs meets the quota is the kernel's order); and
+ * other processes filling the disk, which make even the serial outcome a
+ * matter of timing.
  *
  * Work that does not wait is not handed off.  A READ first asks the page
  * cache (preadv2() with RWF_NOWAIT) and goes to a worker only when the
@@ -138,6 +161,17 @@
  */
 #define SLOW_STREAK	16
 #define FAST_STREAK	32
+
+/*
+ * Free space that lets WRITEs run beside each other (see the rule), and
+ * how often a handle's file system is looked at (ns).  The margin is well
+ * above 4 times the bytes in flight (IBUF_HARD + JOBS_ARENA).
+ */
+#define SPACE_MARGIN	((uint64_t)64 << 20)
+#define SPACE_NS	50000000
+
+/* struct job's flags: a WRITE handed off with ample free space. */
+#define JOB_AMPLE	0x1
 
 /* What a job does (struct job's op). */
 enum job_op {
@@ -188,6 +222,8 @@ static int waiting;
 static unsigned streak;
 /* A call took longer than SLOW_NS: the next ones count their sleeps. */
 static int suspect;
+/* Bytes of WRITEs handed to workers, ever (see space_ample()). */
+static uint64_t space_spent;
 
 /* Scratch for paths: requests are handled one at a time. */
 static char path1[PATH_MAX];
@@ -583,6 +619,34 @@ static int
 deferring(void)
 {
 	return jobs_count() > 0;
+}
+
+/*
+ * Whether the file system h writes to has room for len bytes and
+ * SPACE_MARGIN more, as last seen less what was handed off since: looked
+ * at again when SPACE_NS has passed.  Called only when a WRITE goes, or
+ * may go, to a worker.
+ */
+static int
+space_ample(struct handle *h, uint64_t len)
+{
+	struct statvfs sv;
+	int64_t now = now_ns();
+	uint64_t since;
+
+	if (h->space_at == 0 || now - h->space_at >= SPACE_NS) {
+		h->space_at = now != 0 ? now : 1;
+		h->space_spent = space_spent;
+		if (fstatvfs(h->fd, &sv) == -1 || sv.f_frsize == 0 ||
+		    sv.f_bavail > UINT64_MAX / sv.f_frsize)
+			h->space_free = 0;
+		else
+			h->space_free = (uint64_t)sv.f_bavail * sv.f_frsize;
+	}
+	since = space_spent - h->space_spent;
+	return h->space_free >= since &&
+	    h->space_free - since >= SPACE_MARGIN &&
+	    h->space_free - since - SPACE_MARGIN >= len;
 }
 
 /* What a worker runs: the system calls of one job, and nothing else. */
@@ -1191,6 +1255,12 @@ process_write(uint32_t id, struct cursor *c)
 		j->data = data;
 		j->len = len;
 		j->off = (h->flags & O_APPEND) ? FILEIO_APPEND : (off_t)off;
+		if (slow()) {
+			/* To a worker: may it run beside other WRITEs? */
+			if (space_ample(h, len))
+				j->flags |= JOB_AMPLE;
+			space_spent += len;
+		}
 		ibuf_pin(ss->in);
 		return start_job(j, 0);
 	}
@@ -2392,8 +2462,9 @@ independent(const struct job *j, int op, struct handle *h, uint64_t off,
 	    (op == OP_WRITE && (h->flags & O_APPEND)))
 		return 0;	/* the kernel picks the offset */
 	if (j->op == OP_WRITE && op == OP_WRITE)
-		return (uint64_t)j->off + j->len <= off ||
-		    off + len <= (uint64_t)j->off;
+		return ((uint64_t)j->off + j->len <= off ||
+		    off + len <= (uint64_t)j->off) &&
+		    (j->flags & JOB_AMPLE) && space_ample(h, len);
 	if (j->op == OP_WRITE) {
 		wend = (uint64_t)j->off + j->len;
 		other = op;
