@@ -91,6 +91,7 @@ handle_new(struct handle_table *t, enum handle_kind kind, const char *path)
 	h->space_at = 0;
 	h->space_free = 0;
 	h->space_spent = 0;
+	h->known = 0;
 	h->pflags = 0;
 	len = strlen(path);
 	if (len >= sizeof h->path)

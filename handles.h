@@ -26,6 +26,7 @@ enum handle_kind {
 	HANDLE_FREE = 0,
 	HANDLE_FILE,
 	HANDLE_DIR,
+	HANDLE_PENDING,	/* a file being opened or closed by a job */
 };
 
 struct handle {
@@ -51,6 +52,10 @@ struct handle {
 	int64_t space_at;
 	uint64_t space_free;
 	uint64_t space_spent;
+	/* The file it is, when an OPEN run by a worker asked (known). */
+	int known;
+	dev_t dev;
+	ino_t ino;
 	struct timespec opened;
 	char path[PATH_MAX];	/* as the client named it, for logging */
 };
