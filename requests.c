@@ -100,9 +100,11 @@
  *   - CLOSE of a file handle H waits for the requests in flight on H; it
  *     is independent of everything else (close(2) changes no file), but
  *     for the one case where a close changes what another call finds: the
- *     last reader of a FIFO gone, a write-only OPEN fails with ENXIO.  So
- *     a CLOSE of a read-only handle and a write-only OPEN are never
- *     independent.  When a CLOSE starts, H is marked closing: a later
+ *     last reader of a FIFO gone, a write-only OPEN fails with ENXIO; the
+ *     last close of a file removed while open frees its space, which a
+ *     WRITE on a full disk may need.  So a CLOSE of a read-only handle and
+ *     a write-only OPEN are never independent, nor a CLOSE and a WRITE
+ *     without ample free space (below).  When a CLOSE starts, H is marked closing: a later
  *     request naming H waits until it is answered, then finds H unknown,
  *     as after a close.
  *   - OPEN (of files: OPENDIR runs alone) writes its path's name space
@@ -135,21 +137,23 @@
  * (INFO and the transfer log) are written then too, in request order.
  * Not covered here: a default ACL that gives the owner less than the mode
  * asks (two creating OPENs of one name: the creator is let in whatever
- * the mode); an OPEN is taken to create whether or not its name exists.
+ * the mode); a creating OPEN beside the last CLOSE of a removed file on a
+ * file system out of inodes or blocks.  An OPEN is taken to create
+ * whether or not its name exists.
+ *
  * Two handles may name one file (opened twice, hard links, another
  * spelling of the path): so the ranges above are compared whichever
  * handles they came through, unless both handles are known to be of two
- * different regular files.  A handle is known when a worker ran its OPEN:
- * there, after open(2), an fstat(2) of the new descriptor (beside the
- * wait, so that it costs no time in the loop) gives its st_dev and
- * st_ino.  READ, WRITE and FSTAT through handles of two different files
- * share no byte, size or time: they are independent (two WRITEs still
- * need ample free space).  An OPEN run in the loop (storage answers at
- * once) costs no fstat(2), and its handle is compared by ranges.  A
- * request whose work is done (its system call
- * returned) no longer counts as in flight, though its reply may still wait
- * for earlier ones.  A status is queued only once the kernel has answered
- * the request's call.
+ * different regular files.  A handle is known when its OPEN was a job:
+ * there, after open(2), an fstat(2) of the new descriptor (in a worker,
+ * beside the wait) gives its st_dev and st_ino.  READ, WRITE and FSTAT
+ * through handles of two different files share no byte, size or time:
+ * they are independent (two WRITEs still need ample free space).  An OPEN
+ * run at once (nothing in flight, storage answers at once) costs no
+ * fstat(2), and its handle is compared by ranges.  A request whose work
+ * is done (its system call returned) no longer counts as in flight,
+ * though its reply may still wait for earlier ones.  A status is queued
+ * only once the kernel has answered the request's call.
  *
  * Ample free space: when a WRITE is about to go to a worker, the free
  * space of its file system (fstatvfs(): f_bavail * f_frsize) is looked up,
@@ -2700,8 +2704,8 @@ independent(const struct job *j, int op, struct handle *h, uint64_t off,
 		return 1;	/* its system call returned */
 	if (j->op == OP_OPEN)
 		return !open_changes(j->flags);
-	if (j->op == OP_CLOSE)
-		return 1;	/* its handle is named by no later request */
+	if (j->op == OP_CLOSE)	/* its handle is named by no later request */
+		return op != OP_WRITE || space_ample(h, len);
 	if (j->op != OP_WRITE && op != OP_WRITE)
 		return 1;	/* neither changes anything */
 	if (j->op == OP_WRITE && op == OP_WRITE && other_files(jh, h))
@@ -2778,6 +2782,8 @@ close_independent(const struct job *j, const struct handle *h)
 		return 1;
 	if (j->op == OP_OPEN)
 		return !fifo_pair(j->flags, h->flags);
+	if (j->op == OP_WRITE && !(j->flags & JOB_AMPLE))
+		return 0;	/* a removed file's last close frees space */
 	return j->owner != h;
 }
 
