@@ -104,9 +104,9 @@
  *     last close of a file removed while open frees its space, which a
  *     WRITE on a full disk may need.  So a CLOSE of a read-only handle and
  *     a write-only OPEN are never independent, nor a CLOSE and a WRITE
- *     without ample free space (below).  When a CLOSE starts, H is marked closing: a later
- *     request naming H waits until it is answered, then finds H unknown,
- *     as after a close.
+ *     without ample free space (below).  When a CLOSE starts, H is
+ *     marked closing: a later request naming H waits until it is
+ *     answered, then finds H unknown, as after a close.
  *   - OPEN (of files: OPENDIR runs alone) writes its path's name space
  *     when it creates (O_CREAT) and the file when it truncates (O_TRUNC):
  *     such an OPEN is independent of no READ, WRITE, stat or READDIR, in
@@ -2704,8 +2704,10 @@ independent(const struct job *j, int op, struct handle *h, uint64_t off,
 		return 1;	/* its system call returned */
 	if (j->op == OP_OPEN)
 		return !open_changes(j->flags);
-	if (j->op == OP_CLOSE)	/* its handle is named by no later request */
+	if (j->op == OP_CLOSE) {
+		/* Its handle is named by no later request. */
 		return op != OP_WRITE || space_ample(h, len);
+	}
 	if (j->op != OP_WRITE && op != OP_WRITE)
 		return 1;	/* neither changes anything */
 	if (j->op == OP_WRITE && op == OP_WRITE && other_files(jh, h))

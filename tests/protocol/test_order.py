@@ -56,6 +56,8 @@ Checks, each under each profile:
   enospc_separate_writes       WRITEs of separate ranges fill a small tmpfs:
                                the first ones in request order get the
                                space
+  enospc_close_of_removed      a removed file's space comes back at its
+                               CLOSE, amid WRITEs that fill a small tmpfs
   eio_estale_mid_pipeline      EIO at fsync and close, ESTALE on reads and
                                writes, from tests/protocol/shim_fs_faults.c
   random_SEED                  random streams over 3 files and 6 handles
@@ -959,6 +961,39 @@ def plan_enospc_separate():
     return p
 
 
+
+def plan_enospc_close():
+    """A tmpfs of 256 KiB; a 160 KiB file, open, is removed: its space
+    comes back only at its CLOSE, amid WRITEs to another file that fill
+    the rest.  WRITEs before the CLOSE meet a full disk, those after it
+    do not."""
+    p = Plan()
+    p.tmpfs = 256 * 1024
+    p.file("big", pattern(31, 160 * 1024))
+    p.file("x", b"")
+    p.open("b", "big", R)
+    p.open("x", "x", RW)
+    for i in range(20):
+        p.add("STAT x", lambda h: req_stat("x"), ("SIZE", 0))
+    p.add("REMOVE big", lambda h: req_remove("big"),
+          ("STATUS", SSH_FX_OK, b"Success"))
+    for i in range(14):
+        p.add("WRITE x %d+8192" % (i * 8192),
+              lambda h, i=i: req_write(h["x"], i * 8192,
+                                       pattern(800 + i, 8192)))
+    p.add("CLOSE b", lambda h: req_close(h["b"]),
+          ("STATUS", SSH_FX_OK, b"Success"))
+    for i in range(14, 24):
+        p.add("WRITE x %d+8192" % (i * 8192),
+              lambda h, i=i: req_write(h["x"], i * 8192,
+                                       pattern(800 + i, 8192)),
+              ("STATUS", SSH_FX_OK, b"Success"))
+    p.add("FSTAT x", lambda h: req_fstat(h["x"]), ("SIZE", 24 * 8192))
+    p.add("READ x", lambda h: req_read(h["x"], 0, 200000))
+    p.add("CLOSE x", lambda h: req_close(h["x"]),
+          ("STATUS", SSH_FX_OK, b"Success"))
+    return p
+
 def plan_faults():
     """EIO at fsync and close of eio/f; ESTALE on reads and writes of
     stale/f; ok/f in between works."""
@@ -1080,6 +1115,7 @@ SCENARIOS = [
     ("readdir_while_creating", plan_readdir),
     ("enospc_mid_pipeline", plan_enospc),
     ("enospc_separate_writes", plan_enospc_separate),
+    ("enospc_close_of_removed", plan_enospc_close),
     ("eio_estale_mid_pipeline", plan_faults),
 ]
 
