@@ -255,6 +255,12 @@ guarded(void)
 	return log_guarded;
 }
 
+int
+fs_guarded(void)
+{
+	return guarded();
+}
+
 /* Whether the server runs unconfined and guards nothing: the plain calls. */
 static int
 plain(void)

@@ -43,6 +43,12 @@ int	fs_protect(const char *path, int fd);
 /* Whether fs_confine() is in force. */
 int	fs_confined(void);
 /*
+ * Whether fs_protect() is in force.  Its guard keeps state of its own (the
+ * log family's inodes): fs_open() is then for one thread only.  Otherwise
+ * fs_open() and fs_stat() may run in several threads at once.
+ */
+int	fs_guarded(void);
+/*
  * The path the client sees for a path of the system (a home directory):
  * itself, or under -r its part beneath the root.  Returns 0, or -1 with
  * errno ENOENT when the client cannot see it.

@@ -88,6 +88,10 @@ handle_new(struct handle_table *t, enum handle_kind kind, const char *path)
 	h->last_off = 0;
 	h->io_errno = 0;
 	h->no_nowait = 0;
+	h->space_at = 0;
+	h->space_free = 0;
+	h->space_spent = 0;
+	h->known = 0;
 	h->pflags = 0;
 	len = strlen(path);
 	if (len >= sizeof h->path)

@@ -26,6 +26,7 @@ enum handle_kind {
 	HANDLE_FREE = 0,
 	HANDLE_FILE,
 	HANDLE_DIR,
+	HANDLE_PENDING,	/* a file being opened or closed by a job */
 };
 
 struct handle {
@@ -43,6 +44,18 @@ struct handle {
 	uint64_t last_off;	/* one past the highest */
 	int io_errno;		/* the first read or write error, or 0 */
 	int no_nowait;		/* reads cannot be asked not to wait */
+	/*
+	 * Free space of its file system (requests.c's space_ample()): when
+	 * it was last looked at (0: never), what it was, and the session's
+	 * count of bytes handed off then.
+	 */
+	int64_t space_at;
+	uint64_t space_free;
+	uint64_t space_spent;
+	/* The file it is, when an OPEN run by a worker asked (known). */
+	int known;
+	dev_t dev;
+	ino_t ino;
 	struct timespec opened;
 	char path[PATH_MAX];	/* as the client named it, for logging */
 };

@@ -90,23 +90,94 @@
  *     w+n <= r: the write neither changes the bytes read nor, by making the
  *     file longer, turns an end of file the read meets into a hole of
  *     zeros.  The rule is the same whichever came first.
- *   - Two WRITEs are independent only when their ranges do not overlap and
- *     neither handle is O_APPEND (where the kernel picks the offset).
+ *   - Two WRITEs are independent only when their ranges do not overlap,
+ *     neither handle is O_APPEND (where the kernel picks the offset), and
+ *     each was handed off while the file system it writes to had ample
+ *     free space (below).  Else the one that meets a full disk (ENOSPC)
+ *     would be the one the kernel reaches last, not the last in order.
  *   - A WRITE and an FSTAT are never independent (the size, the times),
  *     nor a WRITE and a STAT or LSTAT: a path may name any file.
- *   - Every other request (OPEN, CLOSE, READDIR, SETSTAT, RENAME, REMOVE,
- *     the extensions, ...) waits until nothing is in flight, and nothing
- *     starts until it is answered: it runs alone, as before.
+ *   - CLOSE of a file handle H waits for the requests in flight on H; it
+ *     is independent of everything else (close(2) changes no file), but
+ *     for the one case where a close changes what another call finds: the
+ *     last reader of a FIFO gone, a write-only OPEN fails with ENXIO; the
+ *     last close of a file removed while open frees its space, which a
+ *     WRITE on a full disk may need.  So a CLOSE of a read-only handle and
+ *     a write-only OPEN are never independent, nor a CLOSE and a WRITE
+ *     without ample free space (below).  When a CLOSE starts, H is
+ *     marked closing: a later request naming H waits until it is
+ *     answered, then finds H unknown, as after a close.
+ *   - OPEN (of files: OPENDIR runs alone) writes its path's name space
+ *     when it creates (O_CREAT) and the file when it truncates (O_TRUNC):
+ *     such an OPEN is independent of no READ, WRITE, stat or READDIR, in
+ *     either order.  An OPEN that does neither is independent of them.
+ *   - Two OPENs are independent when no outcome depends on which the
+ *     kernel takes first, whatever files their paths name (the same one
+ *     through another spelling, a symlink, a hard link):
+ *       . both create, with the same creation mode, and that mode (less
+ *         the umask) gives the owner what each asks (read for O_RDONLY,
+ *         write for O_WRONLY or O_TRUNC, both for O_RDWR): whichever
+ *         makes the file, the other opens it and is let in, and the file
+ *         is made once, with the one mode; truncation is idempotent;
+ *       . neither creates: nothing is made, a truncation is idempotent;
+ *       . and in both cases neither has O_EXCL (the second one fails:
+ *         which one is the kernel's order), and they are not a write-only
+ *         and a read-only one (a FIFO: the writer fails with ENXIO unless
+ *         the reader came first).
+ *     A creating and a non-creating OPEN are not independent: the second
+ *     would find the name or not by timing.
+ *   - Every other request (OPENDIR, CLOSE of a directory, SETSTAT,
+ *     RENAME, REMOVE, the extensions, ...) waits until nothing is in
+ *     flight, and nothing starts until it is answered: it runs alone, as
+ *     before.  So does OPEN while a transfer log is guarded (fs.c's guard
+ *     keeps state for one thread), and OPEN when every handle slot is
+ *     taken (a CLOSE in flight would have freed one).
+ * The handle of an OPEN is taken at dispatch, pending, and filled in (or
+ * given back, on failure) when its reply is built.  Log lines of CLOSE
+ * (INFO and the transfer log) are written then too, in request order.
+ * Not covered here: a default ACL that gives the owner less than the mode
+ * asks (two creating OPENs of one name: the creator is let in whatever
+ * the mode); a creating OPEN beside the last CLOSE of a removed file on a
+ * file system out of inodes or blocks.  An OPEN is taken to create
+ * whether or not its name exists.
+ *
  * Two handles may name one file (opened twice, hard links, another
- * spelling of the path): no handle is taken to name another file than any
- * other, so the ranges above are compared whichever handles they came
- * through.  That is conservative: it keeps the rule sound without an
- * fstat(2) per OPEN.  A request whose work is done (its system call
- * returned) no longer counts as in flight, though its reply may still wait
- * for earlier ones.  A status is queued only once the kernel has answered
- * the request's call.  Not covered: access times (a READ may update them
- * after a later STAT looked), and which of two independent WRITEs meets a
- * full disk first (ENOSPC, EDQUOT).
+ * spelling of the path): so the ranges above are compared whichever
+ * handles they came through, unless both handles are known to be of two
+ * different regular files.  A handle is known when its OPEN was a job:
+ * there, after open(2), an fstat(2) of the new descriptor (in a worker,
+ * beside the wait) gives its st_dev and st_ino.  READ, WRITE and FSTAT
+ * through handles of two different files share no byte, size or time:
+ * they are independent (two WRITEs still need ample free space).  An OPEN
+ * run at once (nothing in flight, storage answers at once) costs no
+ * fstat(2), and its handle is compared by ranges.  A request whose work
+ * is done (its system call returned) no longer counts as in flight,
+ * though its reply may still wait for earlier ones.  A status is queued
+ * only once the kernel has answered the request's call.
+ *
+ * Ample free space: when a WRITE is about to go to a worker, the free
+ * space of its file system (fstatvfs(): f_bavail * f_frsize) is looked up,
+ * at most every SPACE_NS per handle; between looks, every byte handed off
+ * since (by any handle: conservative) is taken off what was seen.  The
+ * handles whose file is known (below) share one look per file system
+ * (st_dev), so that a new file does not cost one.  The
+ * WRITE may run beside other WRITEs only while what is left exceeds its
+ * length by SPACE_MARGIN, far above the bytes that can be in flight at
+ * once (WRITE data pinned in the input window, IBUF_HARD, and READ
+ * buffers, JOBS_ARENA): then no WRITE in flight can meet a full disk, and
+ * the order in which the kernel takes them makes no difference.  Below
+ * the margin, WRITEs run one at a time, in order (beside READs and stats,
+ * which allocate nothing); so does everything else that allocates
+ * (FSETSTAT's size, copy-data, OPEN, ...: they run alone).  A file system
+ * that reports no free space (some FUSE ones) or cannot answer gets
+ * WRITEs one at a time.  A session on fast storage (requests run here)
+ * never looks.
+ *
+ * Not covered: access times (a READ may update them after a later STAT
+ * looked); per-user quotas (EDQUOT: statvfs does not show them, so which
+ * of two concurrent WRITEs meets the quota is the kernel's order); and
+ * other processes filling the disk, which make even the serial outcome a
+ * matter of timing.
  *
  * Work that does not wait is not handed off.  A READ first asks the page
  * cache (preadv2() with RWF_NOWAIT) and goes to a worker only when the
@@ -139,6 +210,17 @@
 #define SLOW_STREAK	16
 #define FAST_STREAK	32
 
+/*
+ * Free space that lets WRITEs run beside each other (see the rule), and
+ * how often a handle's file system is looked at (ns).  The margin is well
+ * above 4 times the bytes in flight (IBUF_HARD + JOBS_ARENA).
+ */
+#define SPACE_MARGIN	((uint64_t)64 << 20)
+#define SPACE_NS	50000000
+
+/* struct job's flags: a WRITE handed off with ample free space. */
+#define JOB_AMPLE	0x1
+
 /* What a job does (struct job's op). */
 enum job_op {
 	OP_READ = 1,
@@ -147,6 +229,8 @@ enum job_op {
 	OP_STAT,
 	OP_LSTAT,
 	OP_DIRSTAT,	/* READDIR's lstat of each name, a slice per job */
+	OP_OPEN,	/* flags: open(2)'s, len: the mode, buf: the path */
+	OP_CLOSE,
 };
 
 /*
@@ -188,6 +272,22 @@ static int waiting;
 static unsigned streak;
 /* A call took longer than SLOW_NS: the next ones count their sleeps. */
 static int suspect;
+/* Bytes of WRITEs handed to workers, ever (see space_ample()). */
+static uint64_t space_spent;
+/*
+ * Looks at the free space of file systems, by st_dev, that the handles of
+ * known files share (space_ample()).
+ */
+#define SPACE_DEVS	8
+struct space {
+	dev_t dev;
+	int64_t at;		/* when; 0: unused */
+	uint64_t seen;		/* bytes free then */
+	uint64_t spent;		/* space_spent then */
+};
+static struct space spaces[SPACE_DEVS];
+/* The umask, read at start: the mode a creating OPEN gives (the rule). */
+static mode_t cmask;
 
 /* Scratch for paths: requests are handled one at a time. */
 static char path1[PATH_MAX];
@@ -389,9 +489,13 @@ get_handle(struct cursor *c, enum handle_kind kind, int *rp)
 {
 	uint32_t index, gen;
 
+	struct handle *h;
+
 	if ((*rp = pkt_get_handle(c, &index, &gen)) != 0)
 		return NULL;
-	return handle_lookup(&handles, index, gen, kind);
+	h = handle_lookup(&handles, index, gen, kind);
+	/* Being opened or closed: unknown, as a closed one. */
+	return h != NULL && h->kind == HANDLE_PENDING ? NULL : h;
 }
 
 static const char *
@@ -460,24 +564,33 @@ xfer_close(const struct handle *h, int r, int e, int forced)
 }
 
 /*
+ * What the handle held was closed with result r (errno e): logs a file's
+ * transfer and frees its slot.  Returns r, errno e.
+ */
+static int
+closed(struct handle *h, int r, int e, int forced)
+{
+	if (h->kind == HANDLE_FILE)
+		xfer_close(h, r, e, forced);
+	handle_release(&handles, h);
+	errno = e;
+	return r;
+}
+
+/*
  * Closes what the handle holds, logs a file's transfer and frees its slot.
  * Returns 0, or -1 with errno.
  */
 static int
 close_handle(struct handle *h, int forced)
 {
-	int r, e;
+	int r;
 
 	if (h->kind == HANDLE_FILE)
 		r = close(h->fd);
 	else
 		r = closedir(h->dir);
-	e = errno;
-	if (h->kind == HANDLE_FILE)
-		xfer_close(h, r, e, forced);
-	handle_release(&handles, h);
-	errno = e;
-	return r;
+	return closed(h, r, errno, forced);
 }
 
 /* n bytes read or written at off: the range the transfer log reports. */
@@ -604,6 +717,72 @@ deferring(void)
 	return jobs_count() > 0;
 }
 
+/*
+ * The look at a file system that handles of known files share: found by
+ * st_dev, else the oldest one made over (at 0: to be looked at).
+ */
+static struct space *
+space_of(dev_t dev)
+{
+	struct space *s = &spaces[0];
+
+	for (size_t i = 0; i < SPACE_DEVS; i++) {
+		if (spaces[i].at != 0 && spaces[i].dev == dev)
+			return &spaces[i];
+		if (spaces[i].at < s->at)
+			s = &spaces[i];
+	}
+	s->dev = dev;
+	s->at = 0;
+	return s;
+}
+
+/*
+ * The bytes free on fd's file system for the user (0 when it cannot say),
+ * and when that was seen (never 0).
+ */
+static uint64_t
+free_space(int fd, int64_t *when)
+{
+	struct statvfs sv;
+
+	*when = now_ns();
+	if (*when == 0)
+		*when = 1;
+	if (fstatvfs(fd, &sv) == -1 || sv.f_frsize == 0 ||
+	    sv.f_bavail > UINT64_MAX / sv.f_frsize)
+		return 0;
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/*
+ * Whether the file system h writes to has room for len bytes and
+ * SPACE_MARGIN more, as last seen less what was handed off since: looked
+ * at again when SPACE_NS has passed.  Called only when a WRITE goes, or
+ * may go, to a worker.
+ */
+static int
+space_ample(struct handle *h, uint64_t len)
+{
+	int64_t now = now_ns(), *at = &h->space_at;
+	uint64_t *seen = &h->space_free, *spent = &h->space_spent, since;
+	struct space *s;
+
+	if (h->known) {
+		s = space_of(h->dev);
+		at = &s->at;
+		seen = &s->seen;
+		spent = &s->spent;
+	}
+	if (*at == 0 || now - *at >= SPACE_NS) {
+		*spent = space_spent;
+		*seen = free_space(h->fd, at);
+	}
+	since = space_spent - *spent;
+	return *seen >= since && *seen - since >= SPACE_MARGIN &&
+	    *seen - since - SPACE_MARGIN >= len;
+}
+
 /* What a worker runs: the system calls of one job, and nothing else. */
 static void
 run_job(struct job *j)
@@ -633,6 +812,15 @@ run_job(struct job *j)
 			db->e[j->off + i].r = fs_stat_entry(j->fd,
 			    db->e[j->off + i].name, &db->e[j->off + i].st);
 		j->n = 0;
+		break;
+	case OP_OPEN:
+		j->n = fs_open((const char *)j->buf, j->flags, (mode_t)j->len);
+		/* Which file it is: requests on others are independent. */
+		if (j->n != -1 && fstat((int)j->n, &j->st) == -1)
+			j->st.st_nlink = 0;	/* unknown */
+		break;
+	case OP_CLOSE:
+		j->n = close(j->fd);
 		break;
 	default:
 		abort();
@@ -933,6 +1121,70 @@ string_from_portable(uint32_t pflags, char *buf, size_t size)
 	}
 }
 
+/* An OPEN that creates or truncates: it changes what others look at. */
+static int
+open_changes(int flags)
+{
+	return (flags & (O_CREAT | O_TRUNC)) != 0;
+}
+
+/* Whether a write-only and a read-only open(2) (a FIFO's ends) are these. */
+static int
+fifo_pair(int a, int b)
+{
+	return ((a & O_ACCMODE) == O_WRONLY && (b & O_ACCMODE) == O_RDONLY) ||
+	    ((a & O_ACCMODE) == O_RDONLY && (b & O_ACCMODE) == O_WRONLY);
+}
+
+/*
+ * Whether a file a creating OPEN with these flags makes with mode (less
+ * the umask) lets its owner open it so again.
+ */
+static int
+owner_may(int flags, mode_t mode)
+{
+	mode_t need = 0;
+
+	if ((flags & O_ACCMODE) != O_WRONLY)
+		need |= S_IRUSR;
+	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
+		need |= S_IWUSR;
+	return (mode & ~cmask & need) == need;
+}
+
+/* Whether OPEN may be a job: fs_open() may run in a worker. */
+static int
+open_job_ok(void)
+{
+	return concurrent() && !fs_guarded();
+}
+
+/*
+ * OPEN as a job, path1 its path: the handle is taken now, pending, and
+ * filled in when the job is answered.  With no slot free, the file is
+ * opened (and closed again) all the same, as when run here.
+ */
+static uint32_t
+open_job(uint32_t id, uint32_t pflags, int flags, mode_t mode)
+{
+	struct handle *h;
+	struct job *j;
+	size_t len = strlen(path1) + 1;
+
+	h = handle_new(&handles, HANDLE_FILE, path1);
+	j = new_job(OP_OPEN, id, h, len);
+	memcpy(j->buf, path1, len);
+	j->flags = flags | O_NONBLOCK | O_NOCTTY;
+	j->len = mode;
+	if (h != NULL) {
+		h->kind = HANDLE_PENDING;
+		h->flags = flags;
+		h->pflags = pflags;
+		(void)clock_gettime(CLOCK_MONOTONIC, &h->opened);
+	}
+	return start_job(j, 0);
+}
+
 /*
  * uint32 id, string filename, uint32 pflags, ATTRS attrs
  *
@@ -946,6 +1198,7 @@ process_open(uint32_t id, struct cursor *c)
 {
 	struct sftp_attrs a;
 	struct handle *h;
+	struct timing t;
 	uint32_t pflags, status = SSH_FX_FAILURE;
 	char fl[64];
 	int r, flags, fd;
@@ -966,9 +1219,16 @@ process_open(uint32_t id, struct cursor *c)
 	if (ss->readonly && ((flags & O_ACCMODE) != O_RDONLY ||
 	    (flags & (O_CREAT | O_TRUNC)) != 0)) {
 		verbose("Refusing open request in read-only mode");
-		status = SSH_FX_PERMISSION_DENIED;
-	} else if ((fd = fs_open(path1, flags | O_NONBLOCK | O_NOCTTY,
-	    mode)) == -1) {
+		return SSH_FX_PERMISSION_DENIED;
+	}
+	if (open_job_ok() && (deferring() || slow()))
+		return open_job(id, pflags, flags, mode);
+	if (concurrent())
+		timing_start(&t, 0);
+	fd = fs_open(path1, flags | O_NONBLOCK | O_NOCTTY, mode);
+	if (concurrent())
+		note_latency(timing_waited(&t));
+	if (fd == -1) {
 		status = errno_to_status(errno);
 	} else if ((h = handle_new(&handles, HANDLE_FILE, path1)) == NULL) {
 		(void)close(fd);	/* out of handles: FAILURE */
@@ -980,6 +1240,31 @@ process_open(uint32_t id, struct cursor *c)
 		return reply_handle(id, h);
 	}
 	return status;
+}
+
+/* An OPEN's job is done: its handle, or the status of its failure. */
+static uint32_t
+open_answer(struct job *j)
+{
+	struct handle *h = j->owner;
+
+	if (j->n == -1) {
+		if (h != NULL)
+			handle_release(&handles, h);
+		return errno_to_status(j->err);
+	}
+	if (h == NULL) {
+		(void)close((int)j->n);	/* out of handles: FAILURE */
+		return SSH_FX_FAILURE;
+	}
+	h->kind = HANDLE_FILE;
+	h->fd = (int)j->n;
+	if (j->st.st_nlink > 0 && S_ISREG(j->st.st_mode)) {
+		h->known = 1;
+		h->dev = j->st.st_dev;
+		h->ino = j->st.st_ino;
+	}
+	return reply_handle(j->id, h);
 }
 
 /* uint32 id, string handle */
@@ -997,8 +1282,25 @@ process_close(uint32_t id, struct cursor *c)
 		/* As OpenSSH: an unknown handle is "no such file". */
 		return SSH_FX_NO_SUCH_FILE;
 	}
+	if (h->kind == HANDLE_FILE && concurrent() &&
+	    (deferring() || slow())) {
+		/* Unknown to later requests from now on. */
+		h->kind = HANDLE_PENDING;
+		return start_job(new_job(OP_CLOSE, id, h, 0), 0);
+	}
 	log_close(h, NULL);
 	return status_of(close_handle(h, 0));
+}
+
+/* A CLOSE's job is done: the log lines, and the slot given back. */
+static uint32_t
+close_answer(struct job *j)
+{
+	struct handle *h = j->owner;
+
+	h->kind = HANDLE_FILE;
+	log_close(h, NULL);
+	return status_of(closed(h, (int)j->n, j->err, 0));
 }
 
 /*
@@ -1210,6 +1512,12 @@ process_write(uint32_t id, struct cursor *c)
 		j->data = data;
 		j->len = len;
 		j->off = (h->flags & O_APPEND) ? FILEIO_APPEND : (off_t)off;
+		if (slow()) {
+			/* To a worker: may it run beside other WRITEs? */
+			if (space_ample(h, len))
+				j->flags |= JOB_AMPLE;
+			space_spent += len;
+		}
 		ibuf_pin(ss->in);
 		return start_job(j, 0);
 	}
@@ -2390,6 +2698,14 @@ one_reply(const char *name, uint32_t id, uint64_t before)
 	abort();
 }
 
+/* Whether handles a and b are known to be of two different files. */
+static int
+other_files(const struct handle *a, const struct handle *b)
+{
+	return a != NULL && b != NULL && a->known && b->known &&
+	    (a->dev != b->dev || a->ino != b->ino);
+}
+
 /*
  * Whether the work of an earlier request in flight, j, and of a new one
  * (op on [off, off+len), through handle h) may run at once: the ordering
@@ -2405,14 +2721,25 @@ independent(const struct job *j, int op, struct handle *h, uint64_t off,
 
 	if (jobs_done(j))
 		return 1;	/* its system call returned */
+	if (j->op == OP_OPEN)
+		return !open_changes(j->flags);
+	if (j->op == OP_CLOSE) {
+		/* Its handle is named by no later request. */
+		return op != OP_WRITE || space_ample(h, len);
+	}
 	if (j->op != OP_WRITE && op != OP_WRITE)
 		return 1;	/* neither changes anything */
+	if (j->op == OP_WRITE && op == OP_WRITE && other_files(jh, h))
+		return (j->flags & JOB_AMPLE) && space_ample(h, len);
+	if (other_files(jh, h))
+		return 1;	/* no byte, size or time in common */
 	if ((j->op == OP_WRITE && (jh->flags & O_APPEND)) ||
 	    (op == OP_WRITE && (h->flags & O_APPEND)))
 		return 0;	/* the kernel picks the offset */
 	if (j->op == OP_WRITE && op == OP_WRITE)
-		return (uint64_t)j->off + j->len <= off ||
-		    off + len <= (uint64_t)j->off;
+		return ((uint64_t)j->off + j->len <= off ||
+		    off + len <= (uint64_t)j->off) &&
+		    (j->flags & JOB_AMPLE) && space_ample(h, len);
 	if (j->op == OP_WRITE) {
 		wend = (uint64_t)j->off + j->len;
 		other = op;
@@ -2427,6 +2754,60 @@ independent(const struct job *j, int op, struct handle *h, uint64_t off,
 	return wend <= roff;
 }
 
+/*
+ * The rule for two OPENs, with open(2)'s flags and creation modes: whether
+ * no outcome depends on which runs first.
+ */
+static int
+opens_independent(int a, mode_t am, int b, mode_t bm)
+{
+	if (((a | b) & O_EXCL) || (a & O_CREAT) != (b & O_CREAT))
+		return 0;
+	if (fifo_pair(a, b))
+		return 0;
+	if (!(a & O_CREAT))
+		return 1;
+	return am == bm && owner_may(a, am) && owner_may(b, bm);
+}
+
+/*
+ * Whether an OPEN with open(2)'s flags and mode may start beside the
+ * request in flight j (the rule).
+ */
+static int
+open_independent(const struct job *j, int flags, mode_t mode)
+{
+	const struct handle *jh = j->owner;
+
+	if (jobs_done(j))
+		return 1;
+	switch (j->op) {
+	case OP_OPEN:
+		return opens_independent(j->flags, (mode_t)j->len, flags,
+		    mode);
+	case OP_CLOSE:
+		return !fifo_pair(jh->flags, flags);
+	default:	/* READ, WRITE, the stats, READDIR's */
+		return !open_changes(flags);
+	}
+}
+
+/*
+ * Whether a CLOSE of h may start beside the request in flight j: it waits
+ * for those on h (the rule).
+ */
+static int
+close_independent(const struct job *j, const struct handle *h)
+{
+	if (jobs_done(j))
+		return 1;
+	if (j->op == OP_OPEN)
+		return !fifo_pair(j->flags, h->flags);
+	if (j->op == OP_WRITE && !(j->flags & JOB_AMPLE))
+		return 0;	/* a removed file's last close frees space */
+	return j->owner != h;
+}
+
 /* Whether op may start beside every request in flight. */
 static int
 independent_of_all(int op, struct handle *h, uint64_t off, uint64_t len)
@@ -2437,10 +2818,54 @@ independent_of_all(int op, struct handle *h, uint64_t off, uint64_t len)
 	return 1;
 }
 
+/* Whether the OPEN c holds (past its id) may start now (may_start()). */
+static int
+open_may_start(struct cursor *c)
+{
+	char path[PATH_MAX];
+	struct sftp_attrs a;
+	uint32_t pflags;
+	mode_t mode;
+	int flags;
+
+	if (!open_job_ok() || handles.used >= handles.nslots ||
+	    pkt_get_path(c, path, sizeof path) != 0 ||
+	    pkt_get_u32(c, &pflags) != 0 || pkt_get_attrs(c, &a) != 0)
+		return 0;
+	flags = flags_from_portable(pflags);
+	mode = (a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) ? a.perm : 0666;
+	if (ss->readonly && ((flags & O_ACCMODE) != O_RDONLY ||
+	    (flags & (O_CREAT | O_TRUNC)) != 0))
+		return 0;	/* refused at once */
+	if (!jobs_room(strlen(path) + 1))
+		return 0;
+	for (unsigned i = 0; i < jobs_count(); i++)
+		if (!open_independent(jobs_at(i), flags, mode))
+			return 0;
+	return 1;
+}
+
+/* Whether the CLOSE c holds (past its id) may start now (may_start()). */
+static int
+close_may_start(struct cursor *c)
+{
+	struct handle *h;
+	uint32_t slot, gen;
+
+	if (pkt_get_handle(c, &slot, &gen) != 0 ||
+	    (h = handle_lookup(&handles, slot, gen, HANDLE_FILE)) == NULL ||
+	    !jobs_room(0))
+		return 0;
+	for (unsigned i = 0; i < jobs_count(); i++)
+		if (!close_independent(jobs_at(i), h))
+			return 0;
+	return 1;
+}
+
 /*
  * Whether the request c holds may start now, while requests are in flight:
  * one of those that can be a job (READ, WRITE, FSTAT, STAT, LSTAT,
- * READDIR), well
+ * READDIR, OPEN, CLOSE), well
  * formed, permitted, on a valid handle and offset, with room for its job,
  * and independent of everything in flight.  Anything else (a barrier, or a
  * request that would be answered at once with an error) waits until
@@ -2487,6 +2912,10 @@ may_start(struct cursor c)
 		op = type == SSH_FXP_STAT ? OP_STAT : OP_LSTAT;
 		return jobs_room((size_t)len + 1) &&
 		    independent_of_all(op, NULL, 0, 0);
+	case SSH_FXP_OPEN:
+		return open_may_start(&c);
+	case SSH_FXP_CLOSE:
+		return close_may_start(&c);
 	default:
 		return 0;
 	}
@@ -2575,7 +3004,12 @@ answer(struct job *j)
 	uint64_t before = oq->nreplies;
 	uint32_t status;
 
-	if (j->ns >= 0 && j->op != OP_DIRSTAT)
+	/*
+	 * A close(2) waits on few file systems (NFS flushes): a quick one
+	 * says nothing of the other calls, so only a slow one counts.
+	 */
+	if (j->ns >= 0 && j->op != OP_DIRSTAT &&
+	    (j->op != OP_CLOSE || j->ns > SLOW_NS))
 		note_latency(j->ns);
 	for (size_t i = 0; j->ns >= 0 && j->op == OP_DIRSTAT && i < j->len; i++)
 		note_latency(j->ns / (int64_t)j->len);
@@ -2593,6 +3027,12 @@ answer(struct job *j)
 		break;
 	case OP_DIRSTAT:
 		status = readdir_answer(j);
+		break;
+	case OP_OPEN:
+		status = open_answer(j);
+		break;
+	case OP_CLOSE:
+		status = close_answer(j);
 		break;
 	default:
 		abort();
@@ -2658,6 +3098,8 @@ requests_init(const struct session *s, struct oqueue *q)
 	init_done = 0;
 	waiting = 0;
 	streak = 0;
+	cmask = umask(0);
+	(void)umask(cmask);
 	for (size_t i = 0; i < NREQUESTS; i++)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];

@@ -15,6 +15,8 @@
  *                        one at a time is seen to.
  *   SHIM_LOG=path        the most pread()/pwrite() calls seen in flight at
  *                        once, written there whenever it grows.
+ *   SHIM_OPEN_MEET=N     the same as SHIM_MEET for open() of a path that
+ *   SHIM_OPEN_LOG=path   holds "MEET", counted apart, in SHIM_OPEN_LOG.
  *
  * Built by the test with cc -shared -fPIC; not part of the server.
  */
@@ -27,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +38,6 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-static int in_flight, most;
 
 static long
 env_long(const char *name)
@@ -59,9 +61,9 @@ pause_us(long us)
 }
 
 static void
-note_most(int n)
+note_most(const char *log, int n)
 {
-	const char *path = getenv("SHIM_LOG");
+	const char *path = getenv(log);
 	char buf[32];
 	int fd, len;
 
@@ -74,19 +76,29 @@ note_most(int n)
 	(void)close(fd);
 }
 
-/* A data call starts: count it, and wait for company (SHIM_MEET). */
+/* Calls of one kind in flight, the most seen, and where that is logged. */
+struct count {
+	int in_flight;
+	int most;
+	const char *meet;	/* the variable of SHIM_MEET's role */
+	const char *log;
+};
+static struct count data_calls = { 0, 0, "SHIM_MEET", "SHIM_LOG" };
+static struct count opens = { 0, 0, "SHIM_OPEN_MEET", "SHIM_OPEN_LOG" };
+
+/* A call starts: count it, and wait for company (SHIM_MEET). */
 static void
-enter(off_t off, const char *slow)
+enter_count(struct count *c, off_t off, const char *slow)
 {
-	long meet = env_long("SHIM_MEET"), ms = env_long("SHIM_MEET_MS");
+	long meet = env_long(c->meet), ms = env_long("SHIM_MEET_MS");
 	struct timespec until;
 	int e = errno;
 
 	pthread_mutex_lock(&lock);
-	in_flight++;
-	if (in_flight > most) {
-		most = in_flight;
-		note_most(most);
+	c->in_flight++;
+	if (c->in_flight > c->most) {
+		c->most = c->in_flight;
+		note_most(c->log, c->most);
 	}
 	pthread_cond_broadcast(&cond);
 	if (meet > 1) {
@@ -99,25 +111,38 @@ enter(off_t off, const char *slow)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000;
 		}
-		while (in_flight < meet && most < meet &&
+		while (c->in_flight < meet && c->most < meet &&
 		    pthread_cond_timedwait(&cond, &lock, &until) == 0)
 			;
 	}
 	pthread_mutex_unlock(&lock);
-	if (off == 0)
+	if (off == 0 && slow != NULL)
 		pause_us(env_long(slow));
+	errno = e;
+}
+
+/* A data call starts (SHIM_MEET, SHIM_LOG). */
+static void
+enter(off_t off, const char *slow)
+{
+	enter_count(&data_calls, off, slow);
+}
+
+static void
+leave_count(struct count *c)
+{
+	int e = errno;
+
+	pthread_mutex_lock(&lock);
+	c->in_flight--;
+	pthread_mutex_unlock(&lock);
 	errno = e;
 }
 
 static void
 leave(void)
 {
-	int e = errno;
-
-	pthread_mutex_lock(&lock);
-	in_flight--;
-	pthread_mutex_unlock(&lock);
-	errno = e;
+	leave_count(&data_calls);
 }
 
 #define REAL(name) \
@@ -192,4 +217,49 @@ lstat64(const char *path, struct stat64 *st)
 	REAL(lstat64);
 	slow_name(path);
 	return real_lstat64(path, st);
+}
+
+/* open() of a path that holds "MEET" (SHIM_OPEN_MEET, SHIM_OPEN_LOG). */
+static int
+open_counted(const char *path, int flags, mode_t mode,
+    int (*real)(const char *, int, ...))
+{
+	int r;
+
+	if (strstr(path, "MEET") == NULL)
+		return real(path, flags, mode);
+	enter_count(&opens, 1, NULL);
+	r = real(path, flags, mode);
+	leave_count(&opens);
+	return r;
+}
+
+int
+open(const char *path, int flags, ...)
+{
+	va_list ap;
+	mode_t mode = 0;
+
+	REAL(open);
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_start(ap, flags);
+		mode = (mode_t)va_arg(ap, int);
+		va_end(ap);
+	}
+	return open_counted(path, flags, mode, real_open);
+}
+
+int
+open64(const char *path, int flags, ...)
+{
+	va_list ap;
+	mode_t mode = 0;
+
+	REAL(open64);
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_start(ap, flags);
+		mode = (mode_t)va_arg(ap, int);
+		va_end(ap);
+	}
+	return open_counted(path, flags, mode, real_open64);
 }

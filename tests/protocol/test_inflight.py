@@ -25,6 +25,11 @@ Checks:
   readdir_after_write      READDIR (its lstats in workers) sees the size an
                            earlier WRITE in flight gives; a later WRITE
                            waits for it
+  opens_overlap            creating OPENs of new files run at once (the
+                           shim sees two open() calls at a time); with
+                           O_EXCL, or -T 1, one at a time; CLOSEs of
+                           their handles, then requests on the closed
+                           handles, in one pipeline, as OpenSSH answers
   end_of_input_in_flight   input ends with WRITEs in flight: each is
                            answered, and counted in the close line
   sigterm_in_flight        SIGTERM with WRITEs in flight: the close line
@@ -372,6 +377,65 @@ def test_readdir_after_write(ctx):
     expect("answers", answers, ["STATUS OK"] * STREAK + [
         "STATUS OK", "STATUS OK", "NAME f:16384",
         "STATUS OK", "STATUS EOF", "STATUS OK", "STATUS OK"])
+
+
+def opens(ctx, args, pflags, n):
+    """n OPENs of new files MEET-i with pflags after a warm-up, in one
+    pipeline; then CLOSEs of their handles and a READ and a CLOSE of each
+    closed one, in another.  Returns the most open() calls our server had
+    in flight at once, and its replies, after comparing them (and the
+    files made) with OpenSSH's."""
+    got = {}
+    most = 0
+    for which in ("ours", "ref"):
+        if which == "ref" and not os.access(REFERENCE, os.X_OK):
+            continue
+        d = ctx.dir("opens-%d-%s" % (ctx.n, which))
+        log = os.path.join(ctx.tmp, "opens-most-%d-%s" % (ctx.n, which))
+        env = {"OPEN_MEET": 2, "MEET_MS": 200, "OPEN_LOG": log,
+               "SLOW_WRITE_US": SLOW_US}
+        srv, _ = ctx.server(which, d, env, args if which == "ours" else ())
+        warm = warm_up(srv)
+        ids = srv.send_many(warm + [req_open("MEET-%d" % i, pflags)
+                                    for i in range(n)])
+        out, hs = [], []
+        for i, rid in enumerate(ids):
+            r = srv.recv()
+            if r.id != rid:
+                raise Failure("reply for request %d came for %d" %
+                              (rid, r.id))
+            if i >= len(warm):
+                out.append(shape(r))
+                if isinstance(r, Handle):
+                    hs.append(r.handle)
+        reqs = []
+        for h in hs:
+            reqs += [req_close(h), req_read(h, 0, 10), req_close(h)]
+        out += pipeline(srv, reqs)
+        got[which] = (out, sorted(os.listdir(d)))
+        if which == "ours":
+            most = most_in_flight(log)
+    if "ref" in got and got["ref"] != got["ours"]:
+        raise Failure("ours %r, OpenSSH %r" % (got["ours"], got["ref"]))
+    return most, got["ours"][0]
+
+
+@test
+def test_opens_overlap(ctx):
+    create = SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC
+    closed = ["STATUS OK", "STATUS FAILURE", "STATUS NO_SUCH_FILE"]
+    most, out = opens(ctx, ["-S", "-T", "16"], create, 16)
+    expect("replies", out, ["HANDLE"] * 16 + closed * 16)
+    if most < 2:
+        raise Failure("16 creating OPENs in flight, waiting storage: the "
+                      "shim saw %d open() calls at a time, expected 2 or "
+                      "more" % most)
+    most, out = opens(ctx, ["-S", "-T", "16"], create | SSH_FXF_EXCL, 4)
+    expect("replies", out, ["HANDLE"] * 4 + closed * 4)
+    expect("O_EXCL: open() calls at a time", most, 1)
+    most, out = opens(ctx, ["-S", "-T", "1"], create, 4)
+    expect("replies", out, ["HANDLE"] * 4 + closed * 4)
+    expect("-T 1: open() calls at a time", most, 1)
 
 
 def close_line(err, path):

@@ -43,6 +43,11 @@ Checks, each under each profile:
   close_then_open_trunc        WRITEs, CLOSE, OPEN with TRUNCATE, READs
                                through another handle, requests on the
                                closed handle, then the new handle
+  open_close_amid_transfers    creating OPENs (new files, one file through
+                               other spellings, two modes, EXCL twice), a
+                               name opened before and after it is made, a
+                               truncating OPEN between WRITEs, CLOSEs and
+                               the closed handles; then the new handles
   rename_remove_after_reads    RENAME and REMOVE of files being read
   readdir_while_creating       READDIR (long names: sizes) while files are
                                created, grown and removed
@@ -51,6 +56,8 @@ Checks, each under each profile:
   enospc_separate_writes       WRITEs of separate ranges fill a small tmpfs:
                                the first ones in request order get the
                                space
+  enospc_close_of_removed      a removed file's space comes back at its
+                               CLOSE, amid WRITEs that fill a small tmpfs
   eio_estale_mid_pipeline      EIO at fsync and close, ESTALE on reads and
                                writes, from tests/protocol/shim_fs_faults.c
   random_SEED                  random streams over 3 files and 6 handles
@@ -726,6 +733,88 @@ def plan_close_then_trunc():
     return p
 
 
+
+def plan_open_close():
+    """OPENs and CLOSEs amid WRITEs and READs: creating OPENs of new files,
+    of one file through other spellings and with two modes; a name opened
+    before and after a creating OPEN makes it; EXCL twice; a truncating
+    OPEN between WRITEs of the file; CLOSEs, then requests on the closed
+    handles.  Then the handles the OPENs gave, and the modes."""
+    p = Plan()
+    p.dir("d")
+    p.file("a", pattern(21, 20000))
+    p.file("warm", pattern(22, 3000))
+    p.open("w", "a", RW)
+    p.open("r", "warm", R)
+    p.open("c", "warm", R)
+    ok = ("STATUS", SSH_FX_OK, b"Success")
+    fail = ("STATUS", SSH_FX_FAILURE, b"Failure")
+    handle = ("HANDLE",)
+    create = W | SSH_FXF_CREAT | SSH_FXF_TRUNC
+    for i in range(8):
+        p.add("STAT warm", lambda h: req_stat("warm"), ("SIZE", 3000))
+    for i in range(6):
+        p.add("open:n%d" % i, lambda h, i=i: req_open("n%d" % i, create),
+              handle)
+        p.model["n%d" % i] = bytearray()
+    p.add("open:s1", lambda h: req_open("./n0", RW | SSH_FXF_CREAT), handle)
+    p.add("open:s2", lambda h: req_open(
+        "d/../n0", RW | SSH_FXF_CREAT | SSH_FXF_TRUNC), handle)
+    p.add("open:m", lambda h: req_open("m", W | SSH_FXF_CREAT,
+                                       Attrs(permissions=0o600)), handle)
+    p.add("open:m2", lambda h: req_open("./m", W | SSH_FXF_CREAT,
+                                        Attrs(permissions=0o640)), handle)
+    p.add("OPEN new (missing)", lambda h: req_open("new", R),
+          ("STATUS", SSH_FX_NO_SUCH_FILE, b"No such file"))
+    p.add("open:new", lambda h: req_open("new", W | SSH_FXF_CREAT), handle)
+    p.add("open:new_r", lambda h: req_open("new", R), handle)
+    p.add("STAT new", lambda h: req_stat("new"), ("SIZE", 0))
+    p.add("open:x", lambda h: req_open("x", W | SSH_FXF_CREAT |
+                                       SSH_FXF_EXCL), handle)
+    p.add("OPEN ./x EXCL", lambda h: req_open("./x", W | SSH_FXF_CREAT |
+                                              SSH_FXF_EXCL), fail)
+    p.add("OPEN d/../x EXCL", lambda h: req_open(
+        "d/../x", RW | SSH_FXF_CREAT | SSH_FXF_EXCL), fail)
+    for i in range(5):
+        p.write("w", "a", i * 1000, pattern(700 + i, 1000))
+    p.read("r", "warm", 0, 1000)
+    p.add("open:t", lambda h: req_open("a", W | SSH_FXF_TRUNC), handle)
+    p.model["a"] = bytearray()
+    p.read("w", "a", 0, 5000)
+    for i in range(5):
+        p.write("w", "a", 3000 + i * 500, pattern(710 + i, 500))
+    p.add("FSTAT w", lambda h: req_fstat(h["w"]), ("SIZE", p.size_of("a")))
+    p.add("STAT a", lambda h: req_stat("a"), ("SIZE", p.size_of("a")))
+    # No OPEN after a CLOSE here: OpenSSH's server gives a closed handle's
+    # slot to the next OPEN, and the old handle then names the new file.
+    p.add("CLOSE c", lambda h: req_close(h["c"]), ok)
+    p.add("READ c (closed)", lambda h: req_read(h["c"], 0, 10), fail)
+    p.add("FSTAT c (closed)", lambda h: req_fstat(h["c"]), fail)
+    p.add("CLOSE c (closed)", lambda h: req_close(h["c"]),
+          ("STATUS", SSH_FX_NO_SUCH_FILE, b"No such file"))
+    p.read("r", "warm", 1000, 1000)
+    p.add("CLOSE r", lambda h: req_close(h["r"]), ok)
+    p.add("CLOSE w", lambda h: req_close(h["w"]), ok)
+    p.add("READ r (closed)", lambda h: req_read(h["r"], 0, 10), fail)
+    p.add("WRITE w (closed)", lambda h: req_write(h["w"], 0, b"closed"),
+          fail)
+    # The handles the OPENs gave.
+    for i in range(6):
+        p.write("n%d" % i, "n%d" % i, 0, pattern(720 + i, 3000 + i * 100),
+                stage=2)
+    p.write("s1", "n0", 1000, pattern(730, 400), stage=2)
+    p.read("s2", "n0", 0, 5000, stage=2)
+    p.add("READ new_r", lambda h: req_read(h["new_r"], 0, 10),
+          ("STATUS", SSH_FX_EOF, b"End of file"), stage=2)
+    p.add("WRITE t", lambda h: req_write(h["t"], 0, b"t"), ok, stage=2)
+    p.model["a"][0:1] = b"t"
+    for n in ("m", "n0", "new", "x"):
+        p.add("STAT " + n, lambda h, n=n: req_stat(n), stage=2)
+    for n in ("n0", "n1", "n2", "n3", "n4", "n5", "s1", "s2", "m", "m2",
+              "new", "new_r", "x", "t"):
+        p.add("CLOSE " + n, lambda h, n=n: req_close(h[n]), ok, stage=2)
+    return p
+
 def plan_rename_remove():
     p = Plan()
     for n in "abcd":
@@ -872,6 +961,39 @@ def plan_enospc_separate():
     return p
 
 
+
+def plan_enospc_close():
+    """A tmpfs of 256 KiB; a 160 KiB file, open, is removed: its space
+    comes back only at its CLOSE, amid WRITEs to another file that fill
+    the rest.  WRITEs before the CLOSE meet a full disk, those after it
+    do not."""
+    p = Plan()
+    p.tmpfs = 256 * 1024
+    p.file("big", pattern(31, 160 * 1024))
+    p.file("x", b"")
+    p.open("b", "big", R)
+    p.open("x", "x", RW)
+    for i in range(20):
+        p.add("STAT x", lambda h: req_stat("x"), ("SIZE", 0))
+    p.add("REMOVE big", lambda h: req_remove("big"),
+          ("STATUS", SSH_FX_OK, b"Success"))
+    for i in range(14):
+        p.add("WRITE x %d+8192" % (i * 8192),
+              lambda h, i=i: req_write(h["x"], i * 8192,
+                                       pattern(800 + i, 8192)))
+    p.add("CLOSE b", lambda h: req_close(h["b"]),
+          ("STATUS", SSH_FX_OK, b"Success"))
+    for i in range(14, 24):
+        p.add("WRITE x %d+8192" % (i * 8192),
+              lambda h, i=i: req_write(h["x"], i * 8192,
+                                       pattern(800 + i, 8192)),
+              ("STATUS", SSH_FX_OK, b"Success"))
+    p.add("FSTAT x", lambda h: req_fstat(h["x"]), ("SIZE", 24 * 8192))
+    p.add("READ x", lambda h: req_read(h["x"], 0, 200000))
+    p.add("CLOSE x", lambda h: req_close(h["x"]),
+          ("STATUS", SSH_FX_OK, b"Success"))
+    return p
+
 def plan_faults():
     """EIO at fsync and close of eio/f; ESTALE on reads and writes of
     stale/f; ok/f in between works."""
@@ -988,10 +1110,12 @@ SCENARIOS = [
     ("append_writes", plan_append),
     ("copy_data_between_writes", plan_copy_data),
     ("close_then_open_trunc", plan_close_then_trunc),
+    ("open_close_amid_transfers", plan_open_close),
     ("rename_remove_after_reads", plan_rename_remove),
     ("readdir_while_creating", plan_readdir),
     ("enospc_mid_pipeline", plan_enospc),
     ("enospc_separate_writes", plan_enospc_separate),
+    ("enospc_close_of_removed", plan_enospc_close),
     ("eio_estale_mid_pipeline", plan_faults),
 ]
 
