@@ -1065,8 +1065,9 @@ process_init(struct cursor *c)
 		if (i == 0 || !same_rule(&requests[i], &requests[i - 1]))
 			permitted = request_permitted(&requests[i]);
 		if (!permitted) {
-			debug2(OPENSSH_FN("compose_extension") "refusing to advertise "
-			    "disallowed extension %s", requests[i].ext_name);
+			debug2(OPENSSH_FN("compose_extension")
+			    "refusing to advertise disallowed extension %s",
+			    requests[i].ext_name);
 			continue;
 		}
 		queued(pkt_put_cstring(oq, requests[i].ext_name));
@@ -1316,7 +1317,8 @@ bad_offset(struct handle *h, uint64_t off)
 		errno = EINVAL;
 		return 1;
 	}
-	if (off >= (uint64_t)1 << 40 && lseek(h->fd, (off_t)off, SEEK_SET) == -1)
+	if (off >= (uint64_t)1 << 40 &&
+	    lseek(h->fd, (off_t)off, SEEK_SET) == -1)
 		return 1;
 	return 0;
 }
@@ -1471,8 +1473,8 @@ static uint32_t
 write_result(struct handle *h, uint64_t off, uint32_t len, int r, int e)
 {
 	if (r == -1) {
-		error(OPENSSH_FN("process_write") "write \"%.100s\": %s", h->path,
-		    strerror(e));
+		error(OPENSSH_FN("process_write") "write \"%.100s\": %s",
+		    h->path, strerror(e));
 		if (h->io_errno == 0)
 			h->io_errno = e;
 		return errno_to_status(e);
@@ -2002,7 +2004,7 @@ rename_noreplace(const char *oldpath, const char *newpath)
 		if (fs_unlink(oldpath) == -1) {
 			int e = errno;
 
-			(void)fs_unlink(newpath);	/* drop the spare link */
+			(void)fs_unlink(newpath);	/* the spare link */
 			return errno_to_status(e);
 		}
 		return SSH_FX_OK;
@@ -2230,7 +2232,8 @@ expand_tilde(const char *in, char *out, size_t size)
 		return -1;
 	if (!fs_confined() || fs_visible(out, out, size) == 0)
 		return 0;
-	if (len != strlen(ss->user_name) || strncmp(in + 1, ss->user_name, len) != 0) {
+	if (len != strlen(ss->user_name) ||
+	    strncmp(in + 1, ss->user_name, len) != 0) {
 		errno = ENOENT;
 		return -1;
 	}
@@ -2266,7 +2269,8 @@ process_ext_expand_path(uint32_t id, struct cursor *c)
 			if (errno == ENOENT) {
 				user = path1 + 1;
 				user[strcspn(user, "/")] = '\0';
-				error(OPENSSH_FN("tilde_expand") "No such user %s", user);
+				error(OPENSSH_FN("tilde_expand")
+				    "No such user %s", user);
 				return reply_status(id, SSH_FX_NO_SUCH_FILE,
 				    "no such user");
 			}
@@ -2318,8 +2322,8 @@ copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
 	if (r == FILEIO_STOP)
 		return STOP;
 	if (r == -1) {
-		error(OPENSSH_FN("process_extended_copy_data") "copy failed: %s",
-		    strerror(errno));
+		error(OPENSSH_FN("process_extended_copy_data")
+		    "copy failed: %s", strerror(errno));
 		return errno_to_status(errno);
 	}
 	if (r == FILEIO_EOF && copy_hit_eof(c.read, len))
@@ -2432,8 +2436,8 @@ put_names(const uint8_t *ids, uint32_t len, int groups, unsigned *count)
 			return r;
 		name = groups ? attrs_group_known((gid_t)v) :
 		    attrs_user_known((uid_t)v);
-		debug3(OPENSSH_FN("process_extended_get_users_groups_by_id") "%s %u => "
-		    "\"%s\"", groups ? "gid" : "uid", v,
+		debug3(OPENSSH_FN("process_extended_get_users_groups_by_id")
+		    "%s %u => \"%s\"", groups ? "gid" : "uid", v,
 		    name != NULL ? name : "");
 		if ((r = pkt_put_cstring(oq, name != NULL ? name : "")) != 0)
 			return r;
@@ -2461,8 +2465,8 @@ process_ext_users_groups(uint32_t id, struct cursor *c)
 	    (r = pkt_get_string(c, &gids, &glen)) != 0 || ulen % 4 != 0 ||
 	    glen % 4 != 0)
 		return PARSE_ERROR;
-	debug(OPENSSH_FN("process_extended_get_users_groups_by_id") "uids len = %u, "
-	    "gids len = %u", ulen, glen);
+	debug(OPENSSH_FN("process_extended_get_users_groups_by_id")
+	    "uids len = %u, gids len = %u", ulen, glen);
 	queued(pkt_begin(oq, &rep, SSH_FXP_EXTENDED_REPLY));
 	queued(pkt_put_u32(oq, id));
 	attrs_lookup_budget(ID_LOOKUPS_MAX);
@@ -2640,7 +2644,8 @@ process_ext_check_file_name(uint32_t id, struct cursor *c)
 	if (status == STOP)
 		ev.result = strerror(ECANCELED);	/* given up */
 	else
-		ev.result = status == REPLIED ? "ok" : pkt_status_message(status);
+		ev.result = status == REPLIED ? "ok" :
+		    pkt_status_message(status);
 	xferlog_write(&ev);
 	return status;
 }
@@ -3125,7 +3130,8 @@ requests_print_names(void)
 {
 	/* Rows of one name (check-file's three) are next to each other. */
 	for (size_t i = 0; i < NREQUESTS; i++)
-		if (i == 0 || strcmp(requests[i].name, requests[i - 1].name) != 0)
+		if (i == 0 ||
+		    strcmp(requests[i].name, requests[i - 1].name) != 0)
 			printf("%s\n", requests[i].name);
 }
 
