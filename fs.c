@@ -1073,25 +1073,20 @@ entry_op(enum entry_op op, const char *path, mode_t mode, const char *target)
 int
 fs_unlink(const char *path)
 {
-	if (plain())
-		return unlink(path);
-	return entry_op(OP_UNLINK, path, 0, NULL);
+	return plain() ? unlink(path) : entry_op(OP_UNLINK, path, 0, NULL);
 }
 
 int
 fs_mkdir(const char *path, mode_t mode)
 {
-	if (plain())
-		return mkdir(path, mode);
-	return entry_op(OP_MKDIR, path, mode, NULL);
+	return plain() ? mkdir(path, mode) :
+	    entry_op(OP_MKDIR, path, mode, NULL);
 }
 
 int
 fs_rmdir(const char *path)
 {
-	if (plain())
-		return rmdir(path);
-	return entry_op(OP_RMDIR, path, 0, NULL);
+	return plain() ? rmdir(path) : entry_op(OP_RMDIR, path, 0, NULL);
 }
 
 int
