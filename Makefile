@@ -44,7 +44,7 @@ OBJS = $(SRCS:.c=.o)
 UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \
 	tests/unit/test_fs tests/unit/test_path tests/unit/test_digest \
 	tests/unit/test_xferlog tests/unit/test_fileio tests/unit/test_requests \
-	tests/unit/test_rootcheck tests/unit/test_sandbox
+	tests/unit/test_rootcheck tests/unit/test_sandbox tests/unit/test_jobs
 # What every unit binary links besides its own file.
 UNIT_LIB = tests/unit/unit.c
 # test_sandbox's lists of the calls the suites make, one per architecture.

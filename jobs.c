@@ -8,10 +8,15 @@
  * back.
  *
  * The workers share one lock, one condition and one queue of jobs handed
- * off.  A worker that finishes a job marks it under the lock and adds one
- * to the eventfd; the loop, woken by it, marks the jobs it finds finished
- * as done (jobs_collect()), so that every other field of a job is read by
- * the loop only after the lock has ordered the worker's writes before.
+ * off.  A worker that finishes a job marks it under the lock; the loop
+ * marks the jobs it finds finished as done (jobs_collect()), so that every
+ * other field of a job is read by the loop only after the lock has ordered
+ * the worker's writes before.  The eventfd is written only to wake the
+ * loop: when a worker finishes a job while the loop sleeps on it (asleep,
+ * set by jobs_sleep() under the lock only when nothing finished is
+ * unseen).  A loop that is busy costs the workers no system call, and
+ * no wake-up is lost: a job finished before jobs_sleep() keeps the loop
+ * awake, one finished after it writes the eventfd.
  */
 #include <sys/types.h>
 #include <sys/eventfd.h>
@@ -53,6 +58,8 @@ static struct job *queue[JOBS_RING];	/* handed off, not yet taken */
 static unsigned queue_head, queue_count;
 static int stopping;
 static int efd = -1;
+static int asleep;		/* the loop waits on efd */
+static unsigned unseen;		/* jobs finished that it has not collected */
 
 #define MAP_SIZE	(JOBS_RING * sizeof(struct job) + JOBS_ARENA)
 
@@ -159,16 +166,20 @@ jobs_new(size_t size)
 	return j;
 }
 
-/* The job ends: the worker lets the loop know. */
+/* The job ends: the worker lets the loop know, waking it if it sleeps. */
 static void
 finished(struct job *j)
 {
 	uint64_t one = 1;
+	int wake;
 
 	(void)pthread_mutex_lock(&lock);
 	j->finished = 1;
+	unseen++;
+	wake = asleep;
+	asleep = 0;
 	(void)pthread_mutex_unlock(&lock);
-	while (write(efd, &one, sizeof one) == -1 && errno == EINTR)
+	while (wake && write(efd, &one, sizeof one) == -1 && errno == EINTR)
 		;
 }
 
@@ -273,26 +284,20 @@ jobs_start(struct job *j)
 unsigned
 jobs_collect(void)
 {
-	uint64_t v;
 	unsigned n = 0;
 	struct job *j;
 
 	if (nrunning == 0)
 		return 0;
-	/*
-	 * The counter is reset; it may read nothing (EAGAIN) when no worker
-	 * finished since the last look: the ring says what is done either way.
-	 */
-	if (efd != -1 && read(efd, &v, sizeof v) == -1)
-		v = 0;
 	(void)pthread_mutex_lock(&lock);
-	for (unsigned i = 0; i < ring_count; i++) {
+	for (unsigned i = 0; unseen > 0 && i < ring_count; i++) {
 		j = &ring[(ring_head + i) % JOBS_RING];
 		if (j->queued && !j->done && j->finished) {
 			j->done = 1;
 			n++;
 		}
 	}
+	unseen = 0;
 	(void)pthread_mutex_unlock(&lock);
 	nrunning -= n;
 	return n;
@@ -346,9 +351,32 @@ jobs_at(unsigned i)
 }
 
 int
-jobs_fd(void)
+jobs_sleep(void)
 {
-	return efd;
+	int fd = -1;
+
+	if (nrunning == 0 || efd == -1)
+		return -1;
+	(void)pthread_mutex_lock(&lock);
+	if (unseen == 0) {
+		asleep = 1;
+		fd = efd;
+	}
+	(void)pthread_mutex_unlock(&lock);
+	return fd;
+}
+
+void
+jobs_woke(int readable)
+{
+	uint64_t v;
+
+	(void)pthread_mutex_lock(&lock);
+	asleep = 0;
+	(void)pthread_mutex_unlock(&lock);
+	/* Nonblocking: a worker that saw the loop asleep may write it late. */
+	if (readable && read(efd, &v, sizeof v) == -1)
+		v = 0;
 }
 
 void
@@ -356,12 +384,14 @@ jobs_wait(void)
 {
 	struct pollfd pfd;
 
-	if (nrunning == 0 || efd == -1)
-		return;
-	pfd.fd = efd;
-	pfd.events = POLLIN;
-	while (jobs_collect() == 0 && nrunning > 0)
+	while (jobs_collect() == 0 && nrunning > 0) {
+		if ((pfd.fd = jobs_sleep()) == -1)
+			continue;	/* one finished meanwhile */
+		pfd.events = POLLIN;
+		pfd.revents = 0;
 		(void)poll(&pfd, 1, -1);
+		jobs_woke(pfd.revents != 0);
+	}
 }
 
 void

@@ -87,7 +87,7 @@ void	jobs_mark_done(struct job *);
 int	jobs_done(const struct job *);
 /*
  * Takes note of the jobs the workers finished: marks them done.  Returns
- * how many were newly seen.  Clears the descriptor of jobs_fd().
+ * how many were newly seen.
  */
 unsigned	jobs_collect(void);
 /* The oldest job, when it is done; else NULL. */
@@ -100,11 +100,16 @@ unsigned	jobs_running(void);
 /* The job i places from the oldest (i < jobs_count()). */
 struct job	*jobs_at(unsigned i);
 /*
- * A descriptor (an eventfd) that becomes readable when a worker finishes a
- * job, for the loop's poll(2); -1 while no worker was ever started.
+ * The loop is about to sleep: a descriptor (an eventfd) for its poll(2)
+ * that becomes readable when a worker finishes a job from now on; -1 when
+ * it must not sleep: a job finished that jobs_collect() has not seen, or
+ * none is running.  After the poll, whatever woke it, jobs_woke() says
+ * whether the descriptor was readable (it is read then).  Workers write
+ * the descriptor only while the loop sleeps.
  */
-int	jobs_fd(void);
-/* Waits until a running job finishes (jobs_running() > 0). */
+int	jobs_sleep(void);
+void	jobs_woke(int readable);
+/* Waits until a running job finishes, if one is running. */
 void	jobs_wait(void);
 /*
  * No job queued: ends the workers, closes the descriptor and gives back

@@ -3086,7 +3086,13 @@ requests_in_flight(void)
 int
 requests_wait_fd(void)
 {
-	return jobs_running() > 0 ? jobs_fd() : -1;
+	return jobs_sleep();
+}
+
+void
+requests_woke(int readable)
+{
+	jobs_woke(readable);
 }
 
 void

@@ -85,10 +85,13 @@ void	requests_reap(void);
 /* Requests in flight: handed off, not yet answered. */
 unsigned	requests_in_flight(void);
 /*
- * A descriptor to poll(2) for the end of work in a worker, or -1 while no
- * work runs in one.
+ * The loop is about to sleep: a descriptor to poll(2) for the end of work
+ * in a worker, or -1 when it must not sleep (work finished that is not
+ * answered yet, or none runs in a worker).  After the poll,
+ * requests_woke() says whether the descriptor was readable.
  */
 int	requests_wait_fd(void);
+void	requests_woke(int readable);
 /* The session is idle: the workers end and give back what they held. */
 void	requests_idle(void);
 /* Closes every open handle, logging each as a "forced" close. */

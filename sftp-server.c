@@ -299,14 +299,20 @@ wait_for(int want, int timeout)
 	/* Not asked for, POLLERR and POLLHUP come all the same. */
 	pfd[1].fd = !ending || (want & WAIT_OUTPUT) ? STDOUT_FILENO : -1;
 	pfd[1].events = (want & WAIT_OUTPUT) ? POLLOUT : 0;
-	pfd[2].fd = (want & WAIT_JOBS) ? requests_wait_fd() : -1;
+	pfd[2].fd = -1;
 	pfd[2].events = POLLIN;
+	pfd[2].revents = 0;
+	/* Work finished meanwhile: no sleep. */
+	if ((want & WAIT_JOBS) && (pfd[2].fd = requests_wait_fd()) == -1)
+		return WAIT_JOBS;
 	(void)sigprocmask(SIG_BLOCK, &end_signals, &old);
 	if (!(cut && got_signal)) {
 		n = sys_ppoll(pfd, 3, timeout, &old);
 		e = errno;
 	}
 	(void)sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pfd[2].fd != -1)
+		requests_woke(pfd[2].revents != 0);
 	if (cut && got_signal) {
 		if (!ending)
 			end_session(SESSION_OK);
@@ -459,8 +465,6 @@ serve(void)
 			continue;
 		sandbox_report();
 		if (requests_in_flight() > 0) {
-			if (requests_wait_fd() == -1)
-				continue;	/* all done: answer them */
 			want = WAIT_JOBS;
 			if (!holding && ibuf_can_read(&ib))
 				want |= WAIT_INPUT;
