@@ -45,6 +45,11 @@ struct handle {
 	int io_errno;		/* the first read or write error, or 0 */
 	int no_nowait;		/* reads cannot be asked not to wait */
 	/*
+	 * Its last READ that a worker ran waited for storage: the next ones
+	 * go to a worker without asking the page cache first.
+	 */
+	int read_waits;
+	/*
 	 * Free space of its file system (requests.c's space_ample()): when
 	 * it was last looked at (0: never), what it was, and the session's
 	 * count of bytes handed off then.

@@ -181,7 +181,11 @@
  *
  * Work that does not wait is not handed off.  A READ first asks the page
  * cache (preadv2() with RWF_NOWAIT) and goes to a worker only when the
- * data is not there.  Other calls, and READs on a file system that cannot
+ * data is not there; once a worker's READ through a handle waited, the
+ * next READs through it go straight to workers, until one of them did not
+ * wait (a miss costs the loop a system call that the worker repeats, and
+ * the next block of a file that waited is seldom in the cache).  Other
+ * calls, and READs on a file system that cannot
  * answer RWF_NOWAIT, are timed when run here: once SLOW_STREAK calls in a
  * row took longer than SLOW_NS, WRITE, the stats and READDIR's lstats go
  * to workers, until FAST_STREAK calls in a row did not; otherwise they run
@@ -1360,6 +1364,8 @@ read_job(struct handle *h, uint32_t id, uint64_t off, uint32_t len)
 	j = new_job(OP_READ, id, h, len);
 	j->off = (off_t)off;
 	j->len = len;
+	if (h->read_waits && len > 0)
+		return start_job(j, 1);
 	if (len == 0 || h->no_nowait)
 		return start_job(j, 0);
 	if ((n = read_cached(h->fd, j->buf, len, (off_t)off)) >= 0) {
@@ -1421,7 +1427,7 @@ process_read(uint32_t id, struct cursor *c)
 	}
 	if (bad_offset(h, off))
 		return errno_to_status(errno);
-	if (deferring() || (slow() && h->no_nowait))
+	if (deferring() || h->read_waits || (slow() && h->no_nowait))
 		return read_job(h, id, off, len);
 	if ((buf = pkt_data_begin(oq, &rep, id, len)) == NULL) {
 		queued(PKT_ENOSPACE);
@@ -1445,6 +1451,9 @@ read_answer(struct job *j)
 	uint8_t *buf;
 	size_t n = j->n > 0 ? (size_t)j->n : 0;
 
+	/* A read that the page cache answered at once says nothing. */
+	if (j->ns >= 0 && !h->no_nowait)
+		h->read_waits = j->ns > SLOW_NS;
 	if ((buf = pkt_data_begin(oq, &rep, j->id, n)) == NULL) {
 		queued(PKT_ENOSPACE);
 		return REPLIED;
