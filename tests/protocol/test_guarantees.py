@@ -447,7 +447,14 @@ def signal_test(sig, during):
         import signal
         log = ctx.path("xfer.log")
         ctx.write("xfer.log", b"")
-        srv = ctx.server(["-l", "INFO", "-L", log])
+        # Started from a background job (make check &), the suite inherits
+        # SIGINT ignored, and so would the server, which keeps it ignored
+        # as OpenSSH's does: a handler here makes it the default there.
+        old = signal.signal(sig, lambda s, f: None)
+        try:
+            srv = ctx.server(["-l", "INFO", "-L", log])
+        finally:
+            signal.signal(sig, old)
         srv.init()
         h = srv.open("up", sftpwire.SSH_FXF_WRITE | sftpwire.SSH_FXF_CREAT)
         for i in range(100):
