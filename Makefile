@@ -54,8 +54,8 @@ UNIT_HDRS = tests/unit/unit.h tests/lib/packet_test.h \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all asan tsan static run check check-build check-fast check-fs \
-	check-fs-quick check-gluster check-openssh-regress unit integration \
-	integration-asan integration-tsan \
+	check-fs-quick check-gluster check-storage check-openssh-regress \
+	unit integration integration-asan integration-tsan \
 	package-check fuzz fuzz-run fuzz-check deps test-deps install \
 	uninstall clean lint lint-columns
 
@@ -125,6 +125,11 @@ tests/unit/test_requests: tests/unit/test_requests.c $(UNIT_LIB) $(UNIT_HDRS) \
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t; done
+
+# Suites run at once by tests/run-all.sh: they mostly wait (on servers,
+# clients, sshd, idle timers), so more than the cores.
+SUITE_JOBS ?= 3
+export SUITE_JOBS
 
 # Every integration suite: raw protocol, hostile input, confinement, the
 # OpenSSH client, parity with OpenSSH's server, a real sshd with clients.
@@ -238,8 +243,22 @@ check-cross: sftp-server-static
 package-check:
 	UNIT_TESTS="$(UNIT_TESTS)" tests/packaging/run-package.sh
 
-check: all lint unit integration integration-asan integration-tsan \
-	check-cross fuzz-check package-check check-fs-quick check-gluster
+# Everything: the builds, lint and the unit tests, then the parts below,
+# CHECK_JOBS of them at once (they mostly wait: on servers, clients, sshd,
+# qemu, idle timers), each one's lines together when it ends (make -O).
+# About 10 minutes on two cores.
+CHECK_JOBS ?= 2
+CHECK_PARTS = check-cross integration integration-asan integration-tsan \
+	package-check check-storage fuzz-check
+
+check: all lint unit
+	$(MAKE) -j$(CHECK_JOBS) -Otarget $(CHECK_PARTS)
+
+# The file-system matrix's quick run, then two sshd hosts on GlusterFS:
+# one after the other, each with a GlusterFS volume of its own.
+check-storage:
+	$(MAKE) -j1 check-fs-quick
+	$(MAKE) -j1 check-gluster
 
 # The file-system matrix (needs root): the protocol, sftp, confinement and
 # hostile suites again on ext4, xfs, btrfs, overlayfs, tmpfs, FUSE and
@@ -265,10 +284,14 @@ check-openssh-regress: sftp-server
 # without sanitizers (not every architecture has them), and protocol suites
 # that need neither root nor a network; as another user they skip what
 # needs root, saying why.  fakeroot is left out: its chown and chmod are
-# not the kernel's, for the server either.
+# not the kernel's, for the server either.  CHECK_BUILD_SUITES names the
+# suites (package-check's RPM build runs raw alone: its Debian build
+# ran them all on the same sources).
+CHECK_BUILD_SUITES ?= raw confine guarantees sftp
+
 check-build: SANFLAGS = -O1 -g
 check-build: all unit
-	env -u LD_PRELOAD -u FAKEROOTKEY SUITES="raw confine guarantees sftp" \
+	env -u LD_PRELOAD -u FAKEROOTKEY SUITES="$(CHECK_BUILD_SUITES)" \
 	    PYTHON=$(PYTHON) tests/run-all.sh $(CURDIR)/sftp-server
 
 # The edit-compile-test loop, as any user: the server and the unit tests

@@ -408,10 +408,9 @@ perm_tests() {
         skip "permission tests" "not root, cannot create or switch to user $TEST_USER"
         return
     fi
-    if ! id "$TEST_USER" >/dev/null 2>&1; then
-        useradd -M -s /usr/sbin/nologin "$TEST_USER" >/dev/null 2>&1 ||
-            useradd -M -s /bin/false "$TEST_USER" >/dev/null 2>&1 ||
-            why="could not create user $TEST_USER"
+    if ! add_user "$TEST_USER" -M -s /usr/sbin/nologin &&
+        ! add_user "$TEST_USER" -M -s /bin/false; then
+        why="could not create user $TEST_USER"
     fi
     if [ -z "$why" ] && ! command -v runuser >/dev/null 2>&1; then
         why="runuser not available"

@@ -56,6 +56,21 @@ add_counts() {
     SKIPPED=$((SKIPPED + ${k:-0}))
 }
 
+# add_user NAME USERADD-ARGS...: makes the account NAME unless it exists;
+# returns 0 when it exists after.  Suites that run at once may make the
+# same account: one finds it made, one waits while the other holds the
+# lock of /etc/passwd.
+add_user() {
+    local name=$1 i
+    shift
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        id "$name" >/dev/null 2>&1 && return 0
+        useradd "$@" "$name" >/dev/null 2>&1 && return 0
+        sleep 0.3
+    done
+    id "$name" >/dev/null 2>&1
+}
+
 # binary_for_user USER BINARY DIR: prints where USER can run BINARY: BINARY
 # itself when USER can, else a copy of the same name in DIR/bin-USER (made
 # mode 0755; DIR must be open to USER).  A tree cloned into a home of mode

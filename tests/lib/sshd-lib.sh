@@ -175,9 +175,7 @@ sshd_stop() {
 # locked: with UsePAM no, sshd refuses a password field starting with "!").
 sshd_test_user() {
     local user=$1 home=$2 ent
-    if ! id "$user" >/dev/null 2>&1; then
-        useradd -M -d "$home" -s /bin/sh -p '*' "$user" >/dev/null 2>&1 || return 1
-    fi
+    add_user "$user" -M -d "$home" -s /bin/sh -p '*' || return 1
     ent=$(getent passwd "$user")
     if [ "$(echo "$ent" | cut -d: -f6)" != "$home" ] || [ "$(echo "$ent" | cut -d: -f7)" != /bin/sh ]; then
         usermod -d "$home" -s /bin/sh "$user" >/dev/null 2>&1 || return 1

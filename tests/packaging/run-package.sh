@@ -22,7 +22,8 @@
 #      purged;
 #   7. the RPM (rpm/fast-sftp-server.spec) with rpmbuild -ba (Debian's rpm,
 #      --nodeps: there is no RPM database of what is installed): %check
-#      runs make check-build, and the package holds the server, the manual
+#      runs make check-build (its raw suite: the Debian build ran the
+#      others), and the package holds the server, the manual
 #      page, the licence and the README, nothing else.
 #
 # Usage: tests/packaging/run-package.sh
@@ -463,7 +464,9 @@ rpm_tests() {
     mkdir -p "$top/SOURCES"
     copy_tree "$src"
     tar -C "$top/src" -czf "$top/SOURCES/$PKG-$version.tar.gz" "$PKG-$version"
-    timeout 600 rpmbuild -ba --nodeps --define "_topdir $top" "$REPO/rpm/$PKG.spec" > "$T/rpm.log" 2>&1
+    # %check runs make check-build: the Debian build above ran its suites
+    # on the same sources, so here the raw suite alone shows that it runs.
+    CHECK_BUILD_SUITES=raw timeout 600 rpmbuild -ba --nodeps --define "_topdir $top" "$REPO/rpm/$PKG.spec" > "$T/rpm.log" 2>&1
     RC=$?
     if [ "$RC" -ne 0 ]; then
         fail "rpmbuild -ba rpm/$PKG.spec" "expected exit status 0, got $RC: $(tail -5 "$T/rpm.log" | tr '\n' ' ')"
