@@ -103,8 +103,15 @@ struct fs_open_how {
 /* statfs(2)'s f_type of procfs, as <linux/magic.h>. */
 #define PROC_FS_MAGIC	0x9fa0
 
-/* Retries of openat2() when a concurrent rename makes it answer EAGAIN. */
+/*
+ * Retries of openat2() when a concurrent rename makes it answer EAGAIN:
+ * OPENAT2_TRIES at once (a quarter of them yielding the CPU), then up to
+ * OPENAT2_WAITS more after waits of 1, 2, 4, ... ms (255 ms in all), so
+ * that a burst of renames elsewhere on the system, on a file system whose
+ * lookups are slow (FUSE), passes.
+ */
 #define OPENAT2_TRIES	64
+#define OPENAT2_WAITS	8
 
 static char *fs_getcwd(char *, size_t);
 
@@ -191,13 +198,17 @@ client_open(const char *path, int flags, mode_t mode)
 	how.mode = (flags & O_CREAT) ? (uint64_t)(mode & 07777) : 0;
 	how.resolve = FS_RESOLVE_IN_ROOT | FS_RESOLVE_NO_MAGICLINKS;
 	drop_leading_dotdot(vp);
-	for (int i = 0; i < OPENAT2_TRIES; i++) {
+	for (int i = 0; i < OPENAT2_TRIES + OPENAT2_WAITS; i++) {
 		r = syscall(SYS_openat2, root_fd, vp, &how, sizeof how);
 		if (r != -1 || (errno != EAGAIN && errno != EINTR))
 			break;
 		/* Renames anywhere on the system: let them pass. */
-		if (i >= OPENAT2_TRIES / 4)
+		if (i >= OPENAT2_TRIES)
+			(void)sys_ppoll(NULL, 0, 1 << (i - OPENAT2_TRIES),
+			    NULL);
+		else if (i >= OPENAT2_TRIES / 4)
 			(void)sched_yield();
+		errno = EAGAIN;	/* what openat2() answered, not the wait */
 	}
 	return (int)r;
 #else

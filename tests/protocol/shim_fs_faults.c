@@ -17,6 +17,11 @@
  *                           a file system without RENAME_NOREPLACE.
  *   FAULT_LINK=errno        link() and linkat() fail with errno, as on a
  *                           file system without hard links.
+ *   FAULT_OPENAT2_EAGAIN=n  syscall(SYS_openat2, ...) of a path with ".."
+ *                           in it fails with EAGAIN n times in a row, then
+ *                           goes through once, and so on: as when renames
+ *                           elsewhere on the system keep interrupting its
+ *                           walk over "..".
  *   FAULT_FCHMODAT2=errno   syscall(SYS_fchmodat2, ...) fails with errno,
  *                           as on kernels before 6.6.
  *   FAULT_EIO_PREFIX=path   close(), fsync() and fdatasync() of a file
@@ -53,8 +58,13 @@
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2	452
 #endif
+#ifndef SYS_openat2
+#define SYS_openat2	437
+#endif
 
 static int cfr_errno, renameat2_errno, link_errno, fchmodat2_errno;
+static long openat2_eagain;
+static unsigned long openat2_calls;
 static long cfr_after = -1, cfr_calls;
 static size_t cfr_max;
 static const char *eio_prefix, *estale_prefix;
@@ -89,6 +99,7 @@ static const struct {
 	{ "ENOSYS", ENOSYS }, { "EXDEV", EXDEV }, { "EINVAL", EINVAL },
 	{ "EPERM", EPERM }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EIO", EIO },
 	{ "ESTALE", ESTALE }, { "EACCES", EACCES }, { "ENOSPC", ENOSPC },
+	{ "EAGAIN", EAGAIN },
 };
 
 static void *
@@ -161,6 +172,8 @@ shim_init(void)
 	renameat2_errno = env_errno("FAULT_RENAMEAT2");
 	link_errno = env_errno("FAULT_LINK");
 	fchmodat2_errno = env_errno("FAULT_FCHMODAT2");
+	if ((s = getenv("FAULT_OPENAT2_EAGAIN")) != NULL)
+		openat2_eagain = strtol(s, NULL, 10);
 	if ((s = getenv("FAULT_CFR_AFTER")) != NULL)
 		cfr_after = strtol(s, NULL, 10);
 	if ((s = getenv("FAULT_CFR_MAX")) != NULL)
@@ -415,6 +428,12 @@ syscall(long number, ...)
 	va_end(ap);
 	if (number == SYS_fchmodat2 && fchmodat2_errno != 0)
 		return fault("fchmodat2", fchmodat2_errno);
+	/* Workers open too: the count is shared. */
+	if (number == SYS_openat2 && openat2_eagain > 0 &&
+	    strstr((const char *)a[1], "..") != NULL &&
+	    __atomic_fetch_add(&openat2_calls, 1, __ATOMIC_RELAXED) %
+	    (unsigned long)(openat2_eagain + 1) != (unsigned long)openat2_eagain)
+		return fault("openat2", EAGAIN);
 	return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 

@@ -25,6 +25,10 @@ Checks:
   setstat_chmod_*      SETSTAT's chmod under -r without fchmodat2: through
                        /proc, or, when /proc is not there, a clean error
                        other than "no such file" (the file is there)
+  openat2_eagain_*     under -r, openat2 answering EAGAIN again and again
+                       (renames elsewhere on the system during its walk
+                       over ".."): a run of 70 is waited out, a run of 200
+                       ends in FAILURE, never a hang
   statvfs_on_fuse      statvfs and fstatvfs on a FUSE mount (bindfs)
   writeback_error_*    an error at close or fsync reaches the client as a
                        failed CLOSE or fsync status, also through OpenSSH's
@@ -665,6 +669,55 @@ def test_setstat_chmod_without_fchmodat2_or_proc(ctx):
     if got["stat f"] != "ATTRS":
         raise Failure("the session did not go on: STAT answered %s" %
                       got["stat f"])
+
+
+# -- openat2 interrupted by renames elsewhere -------------------------------------
+
+def openat2_requests(srv):
+    """OPEN for reading through "..", READ, CLOSE; OPEN to create."""
+    out = []
+    h = srv.call(req_open("sub/../f", SSH_FXF_READ))
+    out.append(shape(h))
+    if isinstance(h, Handle):
+        out.append(shape(srv.call(req_read(h.handle, 0, 10))))
+        out.append(shape(srv.call(req_close(h.handle))))
+    h = srv.call(req_open("sub/../new", SSH_FXF_WRITE | SSH_FXF_CREAT))
+    out.append(shape(h))
+    if isinstance(h, Handle):
+        out.append(shape(srv.call(req_close(h.handle))))
+    out.append(shape(srv.call(req_stat("f"))))
+    return out
+
+
+def openat2_run(ctx, name, run):
+    d = ctx.dir(name)
+    write_file(os.path.join(d, "f"), b"F", 0o644)
+    os.mkdir(os.path.join(d, "sub"), 0o755)
+    srv, log = ctx.server("ours", d, {"OPENAT2_EAGAIN": str(run)},
+                          ["-r", d])
+    answers = openat2_requests(srv)
+    srv.close()
+    expect_fault(log, "openat2 EAGAIN", "OPEN under -r")
+    return d, answers
+
+
+@test
+def test_openat2_eagain_run_is_waited_out(ctx):
+    d, answers = openat2_run(ctx, "eagain-70", 70)
+    want = ["HANDLE", "DATA 1 bytes", "STATUS OK", "HANDLE", "STATUS OK",
+            "ATTRS"]
+    if answers != want:
+        raise Failure("answered %s, expected %s" % (answers, want))
+    if not os.path.exists(os.path.join(d, "new")):
+        raise Failure("OPEN answered a handle but made no file")
+
+
+@test
+def test_openat2_eagain_without_end_fails_cleanly(ctx):
+    d, answers = openat2_run(ctx, "eagain-200", 200)
+    want = ["STATUS FAILURE", "STATUS FAILURE", "ATTRS"]
+    if answers != want:
+        raise Failure("answered %s, expected %s" % (answers, want))
 
 
 # -- statvfs on FUSE ------------------------------------------------------------
