@@ -251,7 +251,9 @@ CHECK_JOBS ?= 2
 CHECK_PARTS = check-cross integration integration-asan integration-tsan \
 	package-check check-storage fuzz-check
 
-check: all lint unit
+check:
+	$(MAKE) -j$(JOBS) all $(UNIT_TESTS)
+	$(MAKE) lint unit
 	$(MAKE) -j$(CHECK_JOBS) -Otarget $(CHECK_PARTS)
 
 # The file-system matrix's quick run, then two sshd hosts on GlusterFS:
