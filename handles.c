@@ -89,6 +89,7 @@ handle_new(struct handle_table *t, enum handle_kind kind, const char *path)
 	h->io_errno = 0;
 	h->no_nowait = 0;
 	h->read_waits = 0;
+	h->abandoned = 0;
 	h->space_at = 0;
 	h->space_free = 0;
 	h->space_spent = 0;

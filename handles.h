@@ -50,6 +50,12 @@ struct handle {
 	 */
 	int read_waits;
 	/*
+	 * A storage call on it was given up as the session ended
+	 * (requests_abandon()): a worker may still be in it, so the
+	 * descriptor is left for the exit to close.
+	 */
+	int abandoned;
+	/*
 	 * Free space of its file system (requests.c's space_ample()): when
 	 * it was last looked at (0: never), what it was, and the session's
 	 * count of bytes handed off then.

@@ -590,10 +590,14 @@ close_handle(struct handle *h, int forced)
 {
 	int r;
 
-	if (h->kind == HANDLE_FILE)
+	if (h->abandoned) {
+		r = -1;		/* the exit closes it */
+		errno = EINTR;
+	} else if (h->kind == HANDLE_FILE) {
 		r = close(h->fd);
-	else
+	} else {
 		r = closedir(h->dir);
+	}
 	return closed(h, r, errno, forced);
 }
 
@@ -3084,6 +3088,40 @@ requests_reap(void)
 		for (unsigned i = 0; i < parts; i++)
 			jobs_retire();
 	}
+}
+
+unsigned
+requests_abandon(void)
+{
+	unsigned n = 0, parts;
+	struct handle *h;
+	struct job *j;
+
+	(void)jobs_collect();
+	for (unsigned i = 0; i < jobs_count(); i += 1 + parts) {
+		j = jobs_at(i);
+		parts = j->parts;
+		h = j->owner;
+		oq_drop(oq);	/* the replies are not sent */
+		if (jobs_done(j) && j->op != OP_DIRSTAT) {
+			answer(j);	/* its bytes, its handle, its log line */
+			continue;
+		}
+		if (jobs_done(j) && parts_done(j))
+			continue;	/* a listing: nothing to count */
+		n++;
+		if (j->op == OP_OPEN && h != NULL) {
+			handle_release(&handles, h);
+		} else if (j->op == OP_CLOSE) {
+			h->kind = HANDLE_FILE;
+			log_close(h, "forced");
+			(void)closed(h, -1, EINTR, 1);
+		} else if (h != NULL) {
+			h->abandoned = 1;
+		}
+	}
+	oq_drop(oq);
+	return n;
 }
 
 unsigned

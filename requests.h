@@ -92,6 +92,15 @@ unsigned	requests_in_flight(void);
  */
 int	requests_wait_fd(void);
 void	requests_woke(int readable);
+/*
+ * The session ends without waiting longer for the requests in flight:
+ * those whose storage calls are done are answered (their bytes counted;
+ * the replies dropped), the others are given up.  A file handle whose
+ * CLOSE is given up is logged closed (forced), an OPEN given up leaves no
+ * handle; requests_close_all() then closes the rest.  Returns the number
+ * given up.  Only for a session that ends at once.
+ */
+unsigned	requests_abandon(void);
 /* The session is idle: the workers end and give back what they held. */
 void	requests_idle(void);
 /* Closes every open handle, logging each as a "forced" close. */

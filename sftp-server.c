@@ -83,10 +83,16 @@ static volatile sig_atomic_t got_signal;
 /* end_session() runs: the waits return to it rather than end the session. */
 static int ending;
 static sigset_t end_signals;	/* those of the three that are caught */
+/*
+ * After a signal, how long the storage calls in flight may take to finish
+ * before the session ends without them (ms).
+ */
+#define ABANDON_MS	5000
 /* stdout's file flags with O_NONBLOCK, when it is a pipe or socket; or -1. */
 static int out_nonblock = -1;
 
 static void end_session(int) __attribute__((noreturn));
+static long elapsed_ms(const struct timespec *, const struct timespec *);
 static int write_out(void);
 static int wait_for(int, int);
 
@@ -129,7 +135,9 @@ close_session(const char *result)
 /*
  * The one end of a session, whatever ends it.  Every request in flight
  * finishes (a storage call cannot be taken back) and is answered, so that
- * its bytes count in the logs.  The replies are sent as the queue fills and
+ * its bytes count in the logs; but once a signal ended the session, the
+ * storage calls still running ABANDON_MS later (storage that hangs) are
+ * given up, and logged as such.  The replies are sent as the queue fills and
  * at the end; they are dropped when a signal ended the session (the client
  * may not be reading), and from the moment stdout fails or a signal comes
  * while they are sent.  Every handle is closed and logged; then the process
@@ -139,6 +147,9 @@ static void
 end_session(int status)
 {
 	int saved = errno, sig = got_signal, send = sig == 0;
+	struct timespec start, now;
+	long left = -1;
+	unsigned n;
 #ifndef SFTP_FUZZ
 	sigset_t set;
 #endif
@@ -146,12 +157,21 @@ end_session(int status)
 	ending = 1;
 	if (sig != 0)
 		verbose("received signal %d; closing the session", sig);
+	(void)clock_gettime(CLOCK_MONOTONIC, &start);
 	while (requests_in_flight() > 0) {
 		requests_reap();
 		if (requests_in_flight() == 0)
 			break;
+		if (sig != 0 && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
+		    (left = ABANDON_MS - elapsed_ms(&start, &now)) <= 0) {
+			n = requests_abandon();
+			error("%u storage operation%s did not finish within %d s "
+			    "of signal %d: given up, and not counted", n,
+			    n == 1 ? "" : "s", ABANDON_MS / 1000, sig);
+			break;
+		}
 		if (oq_pending(&oq) < OQ_HIWAT) {
-			(void)wait_for(WAIT_JOBS, -1);
+			(void)wait_for(WAIT_JOBS, (int)left);
 		} else if (!send || write_out() == -1) {
 			oq_drop(&oq);
 			send = 0;

@@ -34,6 +34,10 @@ Checks:
                            answered, and counted in the close line
   sigterm_in_flight        SIGTERM with WRITEs in flight: the close line
                            counts every byte the file got
+  sigterm_storage_hangs    SIGTERM with a READ whose storage never answers:
+                           given up 5 s later, logged, the file closed
+                           (forced), death by the signal; a READ that ends
+                           within the 5 s is waited for and counted
 
 The server runs with -S where the shim sleeps (the sandbox refuses
 nanosleep).  Needs a C compiler for the shim.
@@ -47,6 +51,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -494,6 +499,50 @@ def test_sigterm_in_flight(ctx):
     if size > wr:
         raise Failure("the file holds %d bytes, the close line counts %d" %
                       (size, wr))
+
+
+def sigterm_during_read(ctx, name, read_us):
+    """A READ at offset 0 that its storage holds read_us, SIGTERM while
+    it waits: the exit status, the seconds to it, and stderr."""
+    d = ctx.dir(name)
+    write_file(os.path.join(d, "f"), b"r" * 4096)
+    srv, log = ctx.server("ours", d, {"NOWAIT": 1, "SLOW_READ_US": read_us},
+                          ["-S", "-e", "-l", "INFO"])
+    h = open_h(srv, "f", SSH_FXF_READ)
+    srv.send_many([req_read(h, 0, 4096)])
+    deadline = time.monotonic() + 10
+    while most_in_flight(log) < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)    # polls a condition, with a deadline
+    t0 = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    try:
+        status = srv.proc.wait(60)
+    except subprocess.TimeoutExpired:
+        raise Failure("the server still runs 60 s after SIGTERM")
+    took = time.monotonic() - t0
+    return status, took, srv.stderr_output().decode(errors="replace")
+
+
+@test
+def test_sigterm_storage_hangs(ctx):
+    status, took, err = sigterm_during_read(ctx, "hang", 3600 * 1000000)
+    expect("exit status", status, -signal.SIGTERM)
+    if took < 4.5:
+        raise Failure("gave up %.1f s after SIGTERM, expected 5 s" % took)
+    if "1 storage operation did not finish within 5 s of signal 15: " \
+            "given up, and not counted" not in err:
+        raise Failure("no line for the READ given up: %r" % err[-600:])
+    if close_line(err, "f") != (0, 0):
+        raise Failure("close line: %r" % (close_line(err, "f"),))
+    # One that ends in time is waited for, and counted.
+    status, took, err = sigterm_during_read(ctx, "late", 1000000)
+    expect("exit status", status, -signal.SIGTERM)
+    if "given up" in err:
+        raise Failure("a READ that ended 1 s later was given up: %r" %
+                      err[-600:])
+    if close_line(err, "f") != (4096, 0):
+        raise Failure("close line: %r, expected 4096 bytes read" %
+                      (close_line(err, "f"),))
 
 
 if __name__ == "__main__":
