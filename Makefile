@@ -155,7 +155,7 @@ integration-asan: sftp-server-asan
 # filter on and traps any call off its list.  The ThreadSanitizer build
 # leaves the filter out by itself (sandbox.c), for the suites' servers
 # that are started without SFTP_SERVER_ARGS.
-TSAN_SUITES ?= raw order inflight guarantees sftp
+TSAN_SUITES ?= order guarantees inflight sftp raw
 
 integration-tsan: sftp-server-tsan
 	SFTP_SANITIZED=1 SFTP_SERVER_ARGS=-S TSAN_OPTIONS=halt_on_error=1 \
