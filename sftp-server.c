@@ -146,7 +146,7 @@ close_session(const char *result)
 static void
 end_session(int status)
 {
-	int saved = errno, sig = got_signal, send = sig == 0;
+	int saved = errno, sig = got_signal, send = sig == 0, term = sig;
 	struct timespec start, now;
 	long left = -1;
 	unsigned n;
@@ -162,12 +162,15 @@ end_session(int status)
 		requests_reap();
 		if (requests_in_flight() == 0)
 			break;
-		if (sig != 0 && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
+		/* A signal while the end waits starts the clock too. */
+		if (term == 0 && (term = got_signal) != 0)
+			(void)clock_gettime(CLOCK_MONOTONIC, &start);
+		if (term != 0 && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
 		    (left = ABANDON_MS - elapsed_ms(&start, &now)) <= 0) {
 			n = requests_abandon();
 			error("%u storage operation%s did not finish within %d s "
 			    "of signal %d: given up, and not counted", n,
-			    n == 1 ? "" : "s", ABANDON_MS / 1000, sig);
+			    n == 1 ? "" : "s", ABANDON_MS / 1000, term);
 			break;
 		}
 		if (oq_pending(&oq) < OQ_HIWAT) {
