@@ -209,9 +209,11 @@
 /*
  * Calls in a row that waited before requests go to workers, and that did
  * not before they come back: a call that a busy CPU or a page fault
- * delayed once does not send a session on fast storage to workers.
+ * delayed once does not send a session on fast storage to workers.  A
+ * call counts only if it slept, so a few in a row suffice; each one is a
+ * whole wait of the storage that the client's pipeline pays in turn.
  */
-#define SLOW_STREAK	16
+#define SLOW_STREAK	4
 #define FAST_STREAK	32
 
 /*

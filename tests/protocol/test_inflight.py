@@ -153,7 +153,7 @@ def pipeline(srv, reqs):
 
 # Calls after which the server hands WRITEs and stats to workers: one in
 # SAMPLE timed, then SLOW_STREAK slow ones in a row, and a margin.
-STREAK = 8 + 16 + 2
+STREAK = 8 + 4 + 4
 
 
 def warm_up(srv):
@@ -501,9 +501,10 @@ def test_sigterm_in_flight(ctx):
                       (size, wr))
 
 
-def sigterm_during_read(ctx, name, read_us):
+def sigterm_during_read(ctx, name, read_us, eof=False):
     """A READ at offset 0 that its storage holds read_us, SIGTERM while
-    it waits: the exit status, the seconds to it, and stderr."""
+    it waits (after the end of input, with eof): the exit status, the
+    seconds to it, and stderr."""
     d = ctx.dir(name)
     write_file(os.path.join(d, "f"), b"r" * 4096)
     srv, log = ctx.server("ours", d, {"NOWAIT": 1, "SLOW_READ_US": read_us},
@@ -513,6 +514,9 @@ def sigterm_during_read(ctx, name, read_us):
     deadline = time.monotonic() + 10
     while most_in_flight(log) < 1 and time.monotonic() < deadline:
         time.sleep(0.01)    # polls a condition, with a deadline
+    if eof:
+        srv.close_stdin()
+        time.sleep(0.3)     # the session ends, and waits for the READ
     t0 = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
     try:
@@ -534,6 +538,13 @@ def test_sigterm_storage_hangs(ctx):
         raise Failure("no line for the READ given up: %r" % err[-600:])
     if close_line(err, "f") != (0, 0):
         raise Failure("close line: %r" % (close_line(err, "f"),))
+    # The client left first: the end waits for the READ until a signal
+    # comes, then 5 s more.
+    status, took, err = sigterm_during_read(ctx, "eof", 3600 * 1000000,
+                                            eof=True)
+    if took < 4.5 or "given up" not in err:
+        raise Failure("after the end of input, SIGTERM: gave up %.1f s "
+                      "later, log %r" % (took, err[-600:]))
     # One that ends in time is waited for, and counted.
     status, took, err = sigterm_during_read(ctx, "late", 1000000)
     expect("exit status", status, -signal.SIGTERM)
