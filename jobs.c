@@ -37,8 +37,12 @@
 /*
  * A worker's stack: its calls need a few path buffers.  The C library's
  * default (8 MiB with glibc) would be address space wasted many times.
+ * The stacks are this file's own (with a guard page below each), so that
+ * jobs_idle() can give their pages back: the C library keeps the stacks of
+ * ended threads for reuse, with the pages they touched.
  */
 #define WORKER_STACK	(256 * 1024)
+#define STACK_GUARD	(64 * 1024)	/* above any page size */
 
 static void (*run_job)(struct job *);
 static unsigned max_workers = 1;
@@ -53,6 +57,7 @@ static size_t arena_beg, arena_end, arena_wrap;	/* wrap: 0, or where the
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
 static pthread_t workers[JOBS_MAX_WORKERS];
+static void *stacks[JOBS_MAX_WORKERS];	/* guard, then stack; or NULL */
 static unsigned nworkers, nidle;
 static struct job *queue[JOBS_RING];	/* handed off, not yet taken */
 static unsigned queue_head, queue_count;
@@ -221,22 +226,34 @@ add_worker(void)
 	sigset_t all, old;
 	int r;
 
+	void *st;
+
 	if (efd == -1 &&
 	    (efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1)
 		return -1;
+	st = mmap(NULL, STACK_GUARD + WORKER_STACK, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (st == MAP_FAILED)
+		return -1;
+	if (mprotect(st, STACK_GUARD, PROT_NONE) == -1 ||
+	    pthread_attr_init(&attr) != 0) {
+		(void)munmap(st, STACK_GUARD + WORKER_STACK);
+		return -1;
+	}
+	(void)pthread_attr_setstack(&attr, (uint8_t *)st + STACK_GUARD,
+	    WORKER_STACK);
 	(void)sigfillset(&all);
 	/* A call off the sandbox's list traps with a report, not a kill. */
 	(void)sigdelset(&all, SIGSYS);
-	if (pthread_attr_init(&attr) != 0)
-		return -1;
-	(void)pthread_attr_setstacksize(&attr, WORKER_STACK);
 	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = pthread_create(&workers[nworkers], &attr, worker, NULL);
 	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
 	(void)pthread_attr_destroy(&attr);
-	if (r != 0)
+	if (r != 0) {
+		(void)munmap(st, STACK_GUARD + WORKER_STACK);
 		return -1;
-	nworkers++;
+	}
+	stacks[nworkers++] = st;
 	return 0;
 }
 
@@ -404,8 +421,11 @@ jobs_idle(void)
 		stopping = 1;
 		(void)pthread_cond_broadcast(&work);
 		(void)pthread_mutex_unlock(&lock);
-		for (unsigned i = 0; i < nworkers; i++)
+		for (unsigned i = 0; i < nworkers; i++) {
 			(void)pthread_join(workers[i], NULL);
+			(void)munmap(stacks[i], STACK_GUARD + WORKER_STACK);
+			stacks[i] = NULL;
+		}
 		nworkers = 0;
 		stopping = 0;
 	}

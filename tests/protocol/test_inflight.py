@@ -15,7 +15,8 @@ Checks:
   reads_overlap            32 READs in flight are run by several workers at
                            once (the shim sees two at a time), -T 1 by one
   reads_overlap_sandboxed  the same with the sandbox on: threads allowed
-  workers_end_when_idle    an idle session holds no worker thread
+  workers_end_when_idle    an idle session holds no worker thread, and
+                           no more memory than before they ran
   write_then_read          a READ of bytes an earlier WRITE in flight
                            changes waits for it; FSTAT and STAT see the size
   read_then_write          a WRITE over bytes an earlier READ in flight
@@ -265,18 +266,31 @@ def threads(pid):
         return 0
 
 
+def private_kib(pid):
+    """The process's private memory (smaps_rollup), KiB."""
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        return sum(int(m) for m in re.findall(
+            r"^Private_(?:Clean|Dirty):\s+(\d+)", f.read(), re.M))
+
+
 @test
 def test_workers_end_when_idle(ctx):
     d = ctx.dir("idle")
     write_file(os.path.join(d, "f"), bytes(range(256)) * 1024)
-    srv, _ = ctx.server("ours", d, {"NOWAIT": 1}, ["-S"])
+    # 32 READs that meet in the shim: 32 workers at once.
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "MEET": 32,
+                                    "MEET_MS": 500}, ["-S"])
     pid = srv.proc.pid
     alone = threads(pid)    # the loop's
     h = open_h(srv, "f", SSH_FXF_READ)
-    pipeline(srv, [req_read(h, i * 32768, 32768) for i in range(8)])
+    pipeline(srv, [req_read(h, 0, 4096)])
+    time.sleep(3)           # idle once, with every buffer it will have
+    before = private_kib(pid)
+    pipeline(srv, [req_read(h, i * 32768, 32768) for i in range(32)])
     if threads(pid) <= alone:
         raise Failure("READs that waited made no worker (%d threads)" %
                       threads(pid))
+    many = threads(pid)
     # The session goes idle once its traffic falls to a trickle (pipes.c).
     deadline = time.monotonic() + 15
     # ThreadSanitizer's runtime starts a thread of its own beside the
@@ -288,6 +302,12 @@ def test_workers_end_when_idle(ctx):
     if threads(pid) > alone:
         raise Failure("threads of an idle session: %d, expected %d" %
                       (threads(pid), alone))
+    # The workers' stacks are given back with them (the C library would
+    # keep them, and the pages they touched, for threads to come).
+    after = private_kib(pid)
+    if os.environ.get("SFTP_SANITIZED") != "1" and after > before + 96:
+        raise Failure("private memory idle after %d workers: %d KiB, "
+                      "%d KiB before them" % (many - alone, after, before))
     # And the session goes on: a READ that waits makes workers again.
     got = pipeline(srv, [req_read(h, 0, 4096)])
     expect("a READ after the idle time", got, ["DATA %r 4096" % bytes(
