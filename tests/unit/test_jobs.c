@@ -105,6 +105,16 @@ retire_done(uint32_t *next)
 	}
 }
 
+/* Waits for every job in the ring and hands each back. */
+static void
+drain(uint32_t *next)
+{
+	while (jobs_count() > 0) {
+		jobs_wait();
+		retire_done(next);
+	}
+}
+
 /* Starts up to BATCH jobs of durations from 0 to max_us microseconds. */
 static void
 start_batch(uint32_t *made, unsigned *seed, unsigned max_us)
@@ -140,16 +150,18 @@ sleep_as_the_loop(void)
 	jobs_woke(pfd.revents != 0);
 }
 
+/*
+ * NJOBS jobs of 0 to max_us microseconds on at most max workers, run as the
+ * loop runs them: start, collect, hand back, sleep while any runs.
+ */
 static void
-test_jobs_sleeping_loop_is_always_woken(void **state)
+run_as_the_loop(unsigned max, unsigned seed, unsigned max_us)
 {
 	uint32_t made = 0, next = 0;
-	unsigned seed = 1;
 
-	(void)state;
-	(void)jobs_init(run_sleep, 16);
+	(void)jobs_init(run_sleep, max);
 	while (next < NJOBS) {
-		start_batch(&made, &seed, 200);
+		start_batch(&made, &seed, max_us);
 		(void)jobs_collect();
 		retire_done(&next);
 		if (jobs_running() > 0)
@@ -159,23 +171,19 @@ test_jobs_sleeping_loop_is_always_woken(void **state)
 	jobs_idle();
 }
 
+static void
+test_jobs_sleeping_loop_is_always_woken(void **state)
+{
+	(void)state;
+	run_as_the_loop(16, 1, 200);
+}
+
 /* Jobs that finish at once, the loop asleep at every turn: the races. */
 static void
 test_jobs_quick_jobs_never_lose_a_wakeup(void **state)
 {
-	uint32_t made = 0, next = 0;
-	unsigned seed = 7;
-
 	(void)state;
-	(void)jobs_init(run_sleep, 4);
-	while (next < NJOBS) {
-		start_batch(&made, &seed, 0);
-		(void)jobs_collect();
-		retire_done(&next);
-		if (jobs_running() > 0)
-			sleep_as_the_loop();
-	}
-	jobs_idle();
+	run_as_the_loop(4, 7, 0);
 }
 
 /*
@@ -280,10 +288,7 @@ test_jobs_idle_holds_no_thread_or_descriptor(void **state)
 	start_batch(&made, &seed, 20);
 	jobs_idle();		/* jobs in the ring: does nothing */
 	assert_int_not_equal(nworkers, 0);
-	while (jobs_count() > 0) {
-		jobs_wait();
-		retire_done(&next);
-	}
+	drain(&next);
 	jobs_idle();
 	assert_int_equal(nworkers, 0);
 	assert_int_equal(efd, -1);
@@ -291,10 +296,7 @@ test_jobs_idle_holds_no_thread_or_descriptor(void **state)
 	made = next = 0;
 	start_batch(&made, &seed, 20);
 	assert_int_not_equal(nworkers, 0);
-	while (jobs_count() > 0) {
-		jobs_wait();
-		retire_done(&next);
-	}
+	drain(&next);
 	jobs_idle();
 }
 
