@@ -3106,7 +3106,7 @@ requests_abandon(void)
 		h = j->owner;
 		oq_drop(oq);	/* the replies are not sent */
 		if (jobs_done(j) && j->op != OP_DIRSTAT) {
-			answer(j);	/* its bytes, its handle, its log line */
+			answer(j);	/* its bytes, handle and log line */
 			continue;
 		}
 		if (jobs_done(j) && parts_done(j))

@@ -168,8 +168,8 @@ end_session(int status)
 		if (term != 0 && clock_gettime(CLOCK_MONOTONIC, &now) == 0 &&
 		    (left = ABANDON_MS - elapsed_ms(&start, &now)) <= 0) {
 			n = requests_abandon();
-			error("%u storage operation%s did not finish within %d s "
-			    "of signal %d: given up, and not counted", n,
+			error("%u storage operation%s did not finish within "
+			    "%d s of signal %d: given up, and not counted", n,
 			    n == 1 ? "" : "s", ABANDON_MS / 1000, term);
 			break;
 		}
