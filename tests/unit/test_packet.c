@@ -2115,18 +2115,24 @@ test_oq_flush_empty_queue_writes_nothing(void **state)
 }
 
 /*
- * A child reads the pipe: first the filler that made it full, then what the
- * parent flushes, and exits 0 when it all matches.
+ * A child reads the pipe, once the parent writes a byte to go: first the
+ * filler that made it full, then what the parent flushes, and exits 0 when
+ * it all matches.
  */
 static void
-drain_child(int fd, size_t filler, const uint8_t *want, size_t len)
+drain_child(int fd, int go, size_t filler, const uint8_t *want, size_t len)
 {
-	uint8_t *got;
+	uint8_t *got, c;
 	size_t n = 0;
 	ssize_t r;
 
 	if ((got = malloc(filler + len + 1)) == NULL)
 		_exit(2);
+	/* The parent met the full pipe first. */
+	while ((r = read(go, &c, 1)) == -1 && errno == EINTR)
+		;
+	if (r != 1)
+		_exit(6);
 	for (;;) {
 		r = read(fd, got + n, filler + len + 1 - n);
 		if (r == -1 && errno == EINTR)
@@ -2157,7 +2163,7 @@ test_oq_flush_full_nonblocking_pipe_resumes(void **state)
 	size_t len, filler = 0;
 	ssize_t n;
 	pid_t pid;
-	int fds[2], status, again = 0;
+	int fds[2], go[2], status;
 
 	/* Set up: a queue at its mark plus a full DATA reply. */
 	rng_seed(3);
@@ -2188,25 +2194,31 @@ test_oq_flush_full_nonblocking_pipe_resumes(void **state)
 		}
 		filler += (size_t)n;
 	}
+	assert_int_equal(pipe(go), 0);
 	pid = fork();
 	assert_true(pid != -1);
 	if (pid == 0) {
 		(void)close(fds[1]);
-		drain_child(fds[0], filler, want, len);
+		(void)close(go[1]);
+		drain_child(fds[0], go[0], filler, want, len);
 	}
 	assert_int_equal(close(fds[0]), 0);
+	assert_int_equal(close(go[0]), 0);
 	/*
-	 * Act: a full pipe gives EAGAIN; the caller waits in poll() until the
+	 * Act: a full pipe gives EAGAIN (the child reads only once told to, so
+	 * the first call meets it full); the caller waits in poll() until the
 	 * child reads, and each call goes on where the last one stopped.
 	 */
 	pfd.fd = fds[1];
 	pfd.events = POLLOUT;
+	assert_int_equal(oq_flush(q, fds[1]), -1);
+	assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(close(go[1]), 0);
 	while (oq_flush(q, fds[1]) == -1) {
 		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
-		again++;
 		assert_int_equal(poll(&pfd, 1, 10000), 1);
 	}
-	assert_true(again > 0);
 	assert_int_equal(close(fds[1]), 0);
 	/* Check. */
 	assert_int_equal(waitpid(pid, &status, 0), pid);
