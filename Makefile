@@ -246,7 +246,7 @@ package-check:
 # Everything: the builds, lint and the unit tests, then the parts below,
 # CHECK_JOBS of them at once (they mostly wait: on servers, clients, sshd,
 # qemu, idle timers), each one's lines together when it ends (make -O).
-# About 10 minutes on two cores.
+# About 7 minutes on two cores.
 CHECK_JOBS ?= 2
 CHECK_PARTS = check-cross integration integration-asan integration-tsan \
 	package-check check-storage fuzz-check
