@@ -259,8 +259,8 @@ check:
 # The file-system matrix's quick run, then two sshd hosts on GlusterFS:
 # one after the other, each with a GlusterFS volume of its own.
 check-storage:
-	$(MAKE) -j1 check-fs-quick
-	$(MAKE) -j1 check-gluster
+	$(MAKE) check-fs-quick
+	$(MAKE) check-gluster
 
 # The file-system matrix (needs root): the protocol, sftp, confinement and
 # hostile suites again on ext4, xfs, btrfs, overlayfs, tmpfs, FUSE and
