@@ -3,9 +3,19 @@
  *
  * The ring of jobs and the ring of arena bytes are taken and given back in
  * the same order, request order: a job is added at the end and removed
- * from the front only, so either ring is two offsets.  Both live in one
- * mapping, made the first time a job is made; jobs_idle() gives its pages
- * back.
+ * from the front only.  The arena is a ring of bytes: the bytes in use
+ * start at arena_beg and run arena_used bytes on, past the arena's end
+ * back to its start.  A job's bytes are one run, never split: when the
+ * room left before the arena's end is too short, the job takes that room
+ * too and starts at 0.  What a job took (arena_charge) is given
+ * back when it retires, in the order taken, so that the two offsets always
+ * describe exactly the bytes of the jobs in the ring, whatever mix of
+ * sized and zero-sized jobs comes and goes.  Every placement is checked,
+ * where its offset is computed, to lie inside the arena; one that would
+ * not is refused, and the caller waits.  A guard page follows the arena,
+ * and sanitizer builds poison the arena's free bytes.  The ring, the
+ * arena and the guard live in one mapping, made the first time a job is
+ * made; jobs_idle() gives its pages back.
  *
  * The workers share one lock, one condition and one queue of jobs handed
  * off.  A worker that finishes a job marks it under the lock; the loop
@@ -47,12 +57,11 @@
 static void (*run_job)(struct job *);
 static unsigned max_workers = 1;
 
-static uint8_t *map;		/* the ring, then the arena; NULL until used */
+static uint8_t *map;		/* the arena, its guard, then the ring */
 static struct job *ring;
 static uint8_t *arena;
 static unsigned ring_head, ring_count, nrunning;
-static size_t arena_beg, arena_end, arena_wrap;	/* wrap: 0, or where the
-						   bytes before the wrap end */
+static size_t arena_beg, arena_used;	/* the bytes in use: a ring */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
@@ -66,7 +75,31 @@ static int efd = -1;
 static int asleep;		/* the loop waits on efd */
 static unsigned unseen;		/* jobs finished that it has not collected */
 
-#define MAP_SIZE	(JOBS_RING * sizeof(struct job) + JOBS_ARENA)
+/*
+ * The mapping: the arena first (page-aligned), the guard (a multiple of
+ * any page size), then the ring.
+ */
+#define ARENA_GUARD	(64 * 1024)
+#define RING_BYTES	(JOBS_RING * sizeof(struct job))
+#define MAP_SIZE	(JOBS_ARENA + ARENA_GUARD + RING_BYTES)
+
+/* Sanitizer builds: the arena's free bytes may not be touched. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define JOBS_ASAN	1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(JOBS_ASAN)
+#define JOBS_ASAN	1
+#endif
+#ifdef JOBS_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n)	ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n)	ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n)	((void)(p), (void)(n))
+#define UNPOISON(p, n)	((void)(p), (void)(n))
+#endif
 
 int
 jobs_init(void (*run)(struct job *), unsigned max)
@@ -97,31 +130,48 @@ mapped(void)
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
+	/* A run past the arena's end faults rather than reach the ring. */
+	if (mprotect((uint8_t *)p + JOBS_ARENA, ARENA_GUARD, PROT_NONE) ==
+	    -1) {
+		(void)munmap(p, MAP_SIZE);
+		return -1;
+	}
 	map = p;
-	ring = (struct job *)(void *)map;
-	arena = map + JOBS_RING * sizeof(struct job);
+	arena = map;
+	ring = (struct job *)(void *)(map + JOBS_ARENA + ARENA_GUARD);
+	POISON(arena, JOBS_ARENA);
 	return 0;
 }
 
-/* Where size arena bytes would go, or SIZE_MAX; *wrapp: at a wrap. */
+/*
+ * Where size arena bytes (a multiple of ARENA_ALIGN) would go, and what
+ * they would take (*chargep): size, and before it the room skipped at the
+ * arena's end when they start over at 0.  SIZE_MAX when they do not fit
+ * now.  The free bytes are a ring too: free = JOBS_ARENA - arena_used of
+ * them from end on.  Whatever the state, the offset returned is d bytes
+ * into them, d + size <= free, and off + size <= JOBS_ARENA: the bytes lie
+ * inside the arena and inside its free bytes.  That is checked here,
+ * where the offset is computed.
+ */
 static size_t
-arena_place(size_t size, int *wrapp)
+arena_place(size_t size, size_t *chargep)
 {
-	*wrapp = 0;
+	size_t end, free, off, d;
+
+	*chargep = 0;
 	if (size == 0)
-		return arena_end;
-	if (arena_wrap == 0) {
-		if (JOBS_ARENA - arena_end >= size)
-			return arena_end;
-		if (arena_beg >= size) {
-			*wrapp = 1;
-			return 0;
-		}
+		return 0;
+	if (arena_beg >= JOBS_ARENA || arena_used > JOBS_ARENA ||
+	    size > JOBS_ARENA)
 		return SIZE_MAX;
-	}
-	if (arena_beg - arena_end >= size)
-		return arena_end;
-	return SIZE_MAX;
+	free = JOBS_ARENA - arena_used;
+	end = (arena_beg + arena_used) % JOBS_ARENA;
+	off = JOBS_ARENA - end >= size ? end : 0;
+	d = (off + JOBS_ARENA - end) % JOBS_ARENA;
+	if (d > free || size > free - d || off > JOBS_ARENA - size)
+		return SIZE_MAX;
+	*chargep = d + size;
+	return off;
 }
 
 static size_t
@@ -133,40 +183,34 @@ aligned(size_t size)
 int
 jobs_room(size_t size)
 {
-	int wrap;
+	size_t charge;
 
 	if (ring_count == JOBS_RING || size > JOBS_ARENA)
 		return 0;
-	if (ring_count == 0)
-		return 1;
-	return arena_place(aligned(size), &wrap) != SIZE_MAX;
+	return arena_place(aligned(size), &charge) != SIZE_MAX;
 }
 
 struct job *
 jobs_new(size_t size)
 {
 	struct job *j;
-	size_t off;
-	int wrap;
+	size_t off, charge;
 
-	if (!jobs_room(size) || mapped() == -1)
+	if (ring_count == JOBS_RING || size > JOBS_ARENA || mapped() == -1)
 		return NULL;
-	if (ring_count == 0)
-		arena_beg = arena_end = arena_wrap = 0;
 	size = aligned(size);
-	if ((off = arena_place(size, &wrap)) == SIZE_MAX)
+	if ((off = arena_place(size, &charge)) == SIZE_MAX)
 		return NULL;
-	if (wrap) {
-		arena_wrap = arena_end;
-		off = 0;
-	}
+	arena_used += charge;
 	j = &ring[(ring_head + ring_count) % JOBS_RING];
 	memset(j, 0, sizeof *j);
 	j->fd = -1;
 	j->arena_off = off;
-	j->arena_len = size;
+	j->arena_size = size;
+	j->arena_charge = charge;
 	j->buf = size > 0 ? arena + off : NULL;
-	arena_end = off + size;
+	if (size > 0)
+		UNPOISON(j->buf, size);
 	ring_count++;
 	return j;
 }
@@ -335,18 +379,15 @@ jobs_retire(void)
 
 	if (ring_count == 0 || !j->done)
 		return;
-	if (j->arena_len > 0) {
-		arena_beg = j->arena_off + j->arena_len;
-		if (arena_wrap != 0 && arena_beg == arena_wrap) {
-			arena_beg = 0;
-			arena_wrap = 0;
-		}
-	}
+	if (j->arena_size > 0)
+		POISON(arena + j->arena_off, j->arena_size);
+	/* The oldest bytes in use are what it took: they go back. */
+	arena_used -= j->arena_charge;
+	arena_beg = arena_used == 0 ? 0 :
+	    (arena_beg + j->arena_charge) % JOBS_ARENA;
 	ring_head = (ring_head + 1) % JOBS_RING;
-	if (--ring_count == 0) {
+	if (--ring_count == 0)
 		ring_head = 0;
-		arena_beg = arena_end = arena_wrap = 0;
-	}
 }
 
 unsigned
@@ -433,8 +474,10 @@ jobs_idle(void)
 		(void)close(efd);
 		efd = -1;
 	}
-	if (map != NULL)
-		(void)madvise(map, MAP_SIZE, MADV_DONTNEED);
+	if (map != NULL) {
+		(void)madvise(arena, JOBS_ARENA, MADV_DONTNEED);
+		(void)madvise(ring, RING_BYTES, MADV_DONTNEED);
+	}
 }
 
 #ifdef SFTP_FUZZ
@@ -446,8 +489,10 @@ jobs_free(void)
 		jobs_retire();
 	}
 	jobs_idle();
-	if (map != NULL)
+	if (map != NULL) {
+		UNPOISON(arena, JOBS_ARENA);	/* the next mapping's */
 		(void)munmap(map, MAP_SIZE);
+	}
 	map = NULL;
 }
 #endif

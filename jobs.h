@@ -54,8 +54,9 @@ struct job {
 	int queued;		/* handed to a worker */
 	int finished;		/* a worker is done with it (under the lock) */
 	int done;		/* the loop has seen it done */
-	size_t arena_off;
-	size_t arena_len;
+	size_t arena_off;	/* where buf lies in the arena */
+	size_t arena_size;	/* its bytes there */
+	size_t arena_charge;	/* what it took: its bytes and any skipped */
 };
 
 /*

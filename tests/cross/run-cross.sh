@@ -154,7 +154,9 @@ arch() {
         if [ "$mode" = native ]; then
             unit "$a" "$REPO/build/$a/$t"
         else
-            CMOCKA_SKIP="$QEMU_UNIT_SKIP" unit "$a" "$REPO/build/$a/$t" "${exe[@]}"
+            # The arena's model: a tenth of its steps (seconds natively).
+            JOBS_MODEL_STEPS=200000 CMOCKA_SKIP="$QEMU_UNIT_SKIP" \
+                unit "$a" "$REPO/build/$a/$t" "${exe[@]}"
             for s in $QEMU_UNIT_SKIP; do
                 grep -q "$s" "$REPO/tests/unit/$t.c" && skipped="$skipped $s"
             done

@@ -3,12 +3,14 @@
  * were made, a loop that sleeps is always woken when a job finishes (the
  * sleep must not miss a job that finishes just before it), a loop that
  * does not sleep makes the workers write nothing, and an idle pool holds no
- * thread and no descriptor.
+ * thread and no descriptor.  The arena's placements are checked against a
+ * model of its free bytes over millions of random steps.
  */
 #include <sys/types.h>
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -300,6 +302,334 @@ test_jobs_idle_holds_no_thread_or_descriptor(void **state)
 	jobs_idle();
 }
 
+/*
+ * The arena against a model.  The model knows the jobs in the ring, in
+ * order, and where each one's bytes lie; from that alone it says where
+ * bytes are free.  A job whose bytes start over at the arena's start holds
+ * the run it skipped at the end too, until it retires.  Every placement
+ * must lie inside the arena and in bytes the model has free; a refusal is
+ * right only when the ring is full or neither the run after the newest
+ * bytes in use nor the run at the arena's start is long enough (the ring
+ * places bytes in request order, so it may use no other).  Each job's first and last bytes carry its
+ * number, checked when it retires: bytes given to two jobs at once show.
+ */
+struct model_job {
+	uint32_t id;
+	size_t off, size;	/* size 0: no bytes */
+	size_t skip;		/* from here to the arena's end: held (0: none) */
+};
+
+static struct model_job model[JOBS_RING];
+static unsigned model_head, model_count;
+/* What the steps reached: start-overs, refusals, bytes behind none. */
+static unsigned long model_wraps, model_refused, model_behind_none;
+
+static size_t
+model_aligned(size_t size)
+{
+	return (size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+}
+
+/* The free run from off up to the next bytes in use, or the arena's end. */
+static size_t
+model_run(size_t off)
+{
+	size_t next = JOBS_ARENA;
+	struct model_job *m;
+
+	for (unsigned i = 0; i < model_count; i++) {
+		m = &model[(model_head + i) % JOBS_RING];
+		if (m->size == 0)
+			continue;
+		if (m->off <= off && off < m->off + m->size)
+			return 0;
+		if (m->skip != 0 && m->skip <= off)
+			return 0;
+		if (m->off >= off && m->off < next)
+			next = m->off;
+		if (m->skip != 0 && m->skip >= off && m->skip < next)
+			next = m->skip;
+	}
+	return next - off;
+}
+
+/* Whether the model has a place for size bytes now. */
+/* Where the newest bytes in use end (0: none, or at the arena's end). */
+static size_t
+model_last(void)
+{
+	size_t last = 0;
+	struct model_job *m;
+
+	for (unsigned i = 0; i < model_count; i++) {
+		m = &model[(model_head + i) % JOBS_RING];
+		if (m->size > 0)
+			last = m->off + m->size;
+	}
+	return last == JOBS_ARENA ? 0 : last;
+}
+
+static int
+model_fits(size_t size)
+{
+	if (model_count == JOBS_RING)
+		return 0;
+	if (size == 0)
+		return 1;
+	return model_run(model_last()) >= size || model_run(0) >= size;
+}
+
+static void
+mark(uint8_t *p, uint32_t id)
+{
+	memcpy(p, &id, sizeof id);
+}
+
+static uint32_t
+marked(const uint8_t *p)
+{
+	uint32_t id;
+
+	memcpy(&id, p, sizeof id);
+	return id;
+}
+
+/* One new job of size bytes, checked against the model. */
+static void
+model_new(size_t size, uint32_t id)
+{
+	size_t asize = model_aligned(size), off, last = model_last();
+	int fits = model_fits(asize), room = jobs_room(size);
+	struct model_job *m;
+	struct job *j;
+
+	if (room != fits) {
+		print_error("step %u: jobs_room(%zu) says %d, the model %d\n",
+		    (unsigned)id, size, room, fits);
+		fail();
+	}
+	j = jobs_new(size);
+	if ((j != NULL) != fits) {
+		print_error("step %u: jobs_new(%zu) %s, the model says it %s\n",
+		    (unsigned)id, size, j != NULL ? "placed it" : "refused",
+		    fits ? "fits" : "does not fit");
+		fail();
+	}
+	if (j == NULL) {
+		model_refused++;
+		return;
+	}
+	j->id = id;
+	m = &model[(model_head + model_count) % JOBS_RING];
+	m->id = id;
+	m->size = asize;
+	m->off = 0;
+	m->skip = 0;
+	model_count++;
+	if (asize == 0) {
+		assert_null(j->buf);
+		return;
+	}
+	assert_non_null(j->buf);
+	assert_true(j->buf >= arena && j->buf <= arena + JOBS_ARENA);
+	off = (size_t)(j->buf - arena);
+	if (off % ARENA_ALIGN != 0 || asize > JOBS_ARENA - off) {
+		print_error("step %u: %zu bytes placed at %zu, past the "
+		    "arena's end\n", (unsigned)id, asize, off);
+		fail();
+	}
+	model_count--;	/* not yet its own bytes: are they free? */
+	if (model_run(off) < asize) {
+		print_error("step %u: %zu bytes placed at %zu, over bytes in "
+		    "use\n", (unsigned)id, asize, off);
+		fail();
+	}
+	model_count++;
+	m->off = off;
+	if (off == 0 && last != 0) {
+		m->skip = last;	/* it started over */
+		model_wraps++;
+	}
+	if (model_last() == off + asize && model_count > 1 &&
+	    model_run(0) + model_run(off + asize) + asize == JOBS_ARENA)
+		model_behind_none++;	/* every other job has no bytes */
+	mark(j->buf, id);
+	mark(j->buf + asize - sizeof id, id);
+}
+
+/* The oldest job retires, its bytes checked. */
+static void
+model_retire(void)
+{
+	struct model_job *m = &model[model_head];
+	struct job *j = jobs_at(0);
+
+	assert_true(model_count > 0);
+	assert_int_equal(j->id, m->id);
+	if (m->size > 0) {
+		assert_ptr_equal(j->buf, arena + m->off);
+		if (marked(j->buf) != m->id ||
+		    marked(j->buf + m->size - sizeof m->id) != m->id) {
+			print_error("job %u: its bytes were given to job %u\n",
+			    (unsigned)m->id, (unsigned)marked(j->buf));
+			fail();
+		}
+	}
+	jobs_mark_done(j);
+	jobs_retire();
+	model_head = (model_head + 1) % JOBS_RING;
+	model_count--;
+	assert_int_equal(jobs_count(), model_count);
+}
+
+static void
+model_reset(void)
+{
+	while (model_count > 0)
+		model_retire();
+	model_head = 0;
+	jobs_idle();
+}
+
+/* A size as requests ask for them: none, a path, a READ, a listing, huge. */
+static size_t
+model_size(unsigned *seed)
+{
+	unsigned r = next_rand(seed) % 100;
+	size_t big = (size_t)next_rand(seed) << 15 | next_rand(seed);
+
+	if (r < 35)
+		return 0;
+	if (r < 55)
+		return 1 + next_rand(seed) % 4096;
+	if (r < 70)
+		return 255 * 1024;
+	if (r < 95)
+		return 1 + big % (256 * 1024);
+	return 1 + big % JOBS_ARENA;
+}
+
+/*
+ * Random steps: new jobs of every size, the oldest retiring at a rate
+ * that changes every few hundred steps, so that the arena fills, empties,
+ * wraps and is left with only jobs without bytes in the ring.
+ */
+static void
+test_jobs_arena_matches_its_model(void **state)
+{
+	const char *e = getenv("JOBS_MODEL_STEPS");
+	unsigned long steps = e != NULL ? strtoul(e, NULL, 10) : 2000000;
+	unsigned seed = 11, rate = 50;
+
+	(void)state;
+	(void)jobs_init(run_sleep, 1);
+	for (unsigned long i = 0; i < steps; i++) {
+		if (i % 512 == 0)
+			rate = 10 + next_rand(&seed) % 80;
+		if (model_count > 0 && next_rand(&seed) % 100 < rate)
+			model_retire();
+		else
+			model_new(model_size(&seed), (uint32_t)i);
+	}
+	model_reset();
+	/* The steps reached every state that matters. */
+	assert_true(model_wraps > 0);
+	assert_true(model_refused > 0);
+	assert_true(model_behind_none > 0);
+}
+
+/*
+ * The case that broke the arena: it wraps while the ring holds only jobs
+ * without bytes, then a job placed after the wrap retires while a later
+ * one holds bytes.  Every placement stays inside, over free bytes.
+ */
+static void
+test_jobs_arena_wrap_behind_jobs_without_bytes(void **state)
+{
+	uint32_t id = 0;
+
+	(void)state;
+	(void)jobs_init(run_sleep, 1);
+	model_new(3 * 1024 * 1024, id++);
+	model_new(0, id++);
+	model_retire();		/* only a job without bytes is left */
+	model_new(2 * 1024 * 1024, id++);
+	model_new(512 * 1024, id++);
+	model_new(0, id++);
+	model_retire();
+	model_retire();		/* the first after the wrap */
+	model_new(3 * 1024 * 1024, id++);	/* 2 MiB free at most */
+	model_new(JOBS_ARENA, id++);
+	model_new(2 * 1024 * 1024, id++);
+	model_new(1024 * 1024, id++);
+	model_new(64, id++);
+	model_reset();
+}
+
+/* The guard: a touch of the byte after the arena faults. */
+static sigjmp_buf faulted;
+
+static void
+on_fault(int sig)
+{
+	(void)sig;
+	siglongjmp(faulted, 1);
+}
+
+static void
+test_jobs_arena_guard_faults(void **state)
+{
+	struct sigaction sa, old;
+	volatile uint8_t *past;
+	volatile int hit = 0;
+	struct job *j;
+
+	(void)state;
+	(void)jobs_init(run_sleep, 1);
+	j = jobs_new(JOBS_ARENA);
+	assert_non_null(j);
+	assert_ptr_equal(j->buf, arena);
+	past = j->buf + JOBS_ARENA;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_fault;
+	assert_int_equal(sigaction(SIGSEGV, &sa, &old), 0);
+	if (sigsetjmp(faulted, 1) == 0)
+		(void)*past;
+	else
+		hit = 1;
+	assert_int_equal(sigaction(SIGSEGV, &old, NULL), 0);
+	assert_true(hit);
+	jobs_mark_done(j);
+	jobs_retire();
+	jobs_idle();
+}
+
+#ifdef JOBS_ASAN
+/* Sanitizer builds: only the bytes of jobs in the ring may be touched. */
+static void
+test_jobs_arena_free_bytes_are_poisoned(void **state)
+{
+	struct job *a, *b;
+
+	(void)state;
+	(void)jobs_init(run_sleep, 1);
+	a = jobs_new(100);
+	b = jobs_new(0);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_false(__asan_address_is_poisoned(a->buf));
+	assert_false(__asan_address_is_poisoned(a->buf + 99));
+	assert_true(__asan_address_is_poisoned(a->buf + 128));
+	assert_true(__asan_address_is_poisoned(arena + JOBS_ARENA - 1));
+	jobs_mark_done(a);
+	jobs_mark_done(b);
+	jobs_retire();
+	assert_true(__asan_address_is_poisoned(arena));
+	jobs_retire();
+	jobs_idle();
+}
+#endif
+
 int
 main(int argc, char **argv)
 {
@@ -311,6 +641,13 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_jobs_busy_loop_costs_workers_no_write),
 		cmocka_unit_test(test_jobs_wait_returns_when_one_finished),
 		cmocka_unit_test(test_jobs_idle_holds_no_thread_or_descriptor),
+		cmocka_unit_test(test_jobs_arena_matches_its_model),
+		cmocka_unit_test(
+		    test_jobs_arena_wrap_behind_jobs_without_bytes),
+		cmocka_unit_test(test_jobs_arena_guard_faults),
+#ifdef JOBS_ASAN
+		cmocka_unit_test(test_jobs_arena_free_bytes_are_poisoned),
+#endif
 	};
 
 	if (unit_args(argc, argv) == -1)
