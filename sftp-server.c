@@ -88,6 +88,15 @@ static sigset_t end_signals;	/* those of the three that are caught */
  * before the session ends without them (ms).
  */
 #define ABANDON_MS	5000
+/*
+ * After storage work, how long the session keeps what the work grew (its
+ * workers, the jobs' arena, the buffers' touched pages) once none is in
+ * flight (ms), whatever the client's byte rate.
+ */
+#define LINGER_MS	50
+/* Storage work was in flight since the session last gave that back. */
+static int lingering;
+static struct timespec last_in_flight;
 /* stdout's file flags with O_NONBLOCK, when it is a pipe or socket; or -1. */
 static int out_nonblock = -1;
 
@@ -412,11 +421,37 @@ stop_check(void)
 static void
 go_idle(void)
 {
+	lingering = 0;
 	requests_idle();
 	ibuf_release(&ib);
 	oq_release(&oq);
 	fileio_release();
 	pipes_idle();
+}
+
+/*
+ * The loop is about to wait with no storage work in flight, for at most
+ * timeout ms (-1: no limit).  Once none has been in flight for LINGER_MS,
+ * the workers and the pages that work grew go back, as they do when the
+ * session goes idle: a client that trickles after a burst keeps none of
+ * them.  Returns the timeout, shortened to wake then.
+ */
+static int
+linger(int timeout)
+{
+	struct timespec now;
+	long left;
+
+	if (!lingering || clock_gettime(CLOCK_MONOTONIC, &now) == -1)
+		return timeout;
+	if ((left = LINGER_MS - elapsed_ms(&last_in_flight, &now)) > 0)
+		return timeout == -1 || timeout > left ? (int)left : timeout;
+	requests_idle();
+	ibuf_release(&ib);
+	oq_release(&oq);
+	fileio_release();
+	lingering = 0;
+	return timeout;
 }
 
 /* Reads what stdin has into the input buffer; its end ends the session. */
@@ -488,6 +523,8 @@ serve(void)
 			continue;
 		sandbox_report();
 		if (requests_in_flight() > 0) {
+			lingering = 1;
+			(void)clock_gettime(CLOCK_MONOTONIC, &last_in_flight);
 			want = WAIT_JOBS;
 			if (!holding && ibuf_can_read(&ib))
 				want |= WAIT_INPUT;
@@ -499,6 +536,7 @@ serve(void)
 			continue;
 		} else {
 			want = WAIT_INPUT;
+			timeout = linger(timeout);
 		}
 		if (wait_for(want, timeout) & WAIT_INPUT)
 			read_input();	/* else the window ended, or a signal */

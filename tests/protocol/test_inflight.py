@@ -17,6 +17,10 @@ Checks:
   reads_overlap_sandboxed  the same with the sandbox on: threads allowed
   workers_end_when_idle    an idle session holds no worker thread, and
                            no more memory than before they ran
+  workers_end_in_a_trickle after a burst, a client that keeps moving 64 KiB
+                           a round (the pipes never see a trickle) still
+                           sees the workers end between its rounds, and
+                           each round makes no more than it waits on
   write_then_read          a READ of bytes an earlier WRITE in flight
                            changes waits for it; FSTAT and STAT see the size
   read_then_write          a WRITE over bytes an earlier READ in flight
@@ -314,6 +318,53 @@ def test_workers_end_when_idle(ctx):
     got = pipeline(srv, [req_read(h, 0, 4096)])
     expect("a READ after the idle time", got, ["DATA %r 4096" % bytes(
         sorted(set(bytes(range(256)) * 16)))])
+
+
+@test
+def test_workers_end_in_a_trickle(ctx):
+    d = ctx.dir("trickle")
+    data = bytes(range(256)) * 4096    # 1 MiB
+    write_file(os.path.join(d, "f"), data)
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "MEET": 32,
+                                    "MEET_MS": 500}, ["-S"])
+    pid = srv.proc.pid
+    alone = threads(pid)
+    if os.environ.get("SFTP_SANITIZED") == "1":
+        alone += 1      # ThreadSanitizer's own thread (above)
+    h = open_h(srv, "f", SSH_FXF_READ)
+    pipeline(srv, [req_read(h, i * 32768, 32768) for i in range(32)])
+    burst = threads(pid)
+    if burst <= alone + 2:
+        raise Failure("32 READs that waited made %d workers" %
+                      (burst - alone))
+    # Rounds of two 32 KiB READs, about 0.3 s apart: 64 KiB a round keeps
+    # the traffic above what the pipes call a trickle (64 KiB in 2 s), so
+    # the session never goes idle.  Between rounds no storage work is in
+    # flight: the workers end all the same, and a round of two READs makes
+    # two at the most.  Counted over the rounds, not timed: a loaded
+    # machine may not run the server between every two rounds.
+    ended = 0
+    most = 0
+    for i in range(60):
+        got = pipeline(srv, [req_read(h, (2 * i + k) % 32 * 32768, 32768)
+                             for k in range(2)])
+        if any(not g.startswith("DATA") for g in got):
+            raise Failure("round %d: %r" % (i, got))
+        time.sleep(0.3)     # the client's pace, not a wait for the server
+        n = threads(pid)
+        if n <= alone:
+            ended += 1
+        elif ended > 0:
+            most = max(most, n - alone)
+        if ended >= 3:
+            break
+    if ended == 0:
+        raise Failure("a session trickling 64 KiB a round after a burst "
+                      "held %d workers between rounds, every time; "
+                      "expected none" % (threads(pid) - alone))
+    if most > 2:
+        raise Failure("a round of two READs left %d workers, expected "
+                      "2 at most" % most)
 
 
 @test
