@@ -18,8 +18,10 @@
  *   FAULT_LINK=errno        link() and linkat() fail with errno, as on a
  *                           file system without hard links.
  *   FAULT_OPENAT2_EAGAIN=n  syscall(SYS_openat2, ...) of a path with ".."
- *                           in it fails with EAGAIN n times in a row, then
- *                           goes through once, and so on: as when renames
+ *                           in it fails with EAGAIN n times in a row in a
+ *                           thread, then goes through once, and so on
+ *                           (counted per thread: a worker's OPEN meets the
+ *                           same run as the loop's): as when renames
  *                           elsewhere on the system keep interrupting its
  *                           walk over "..".
  *   FAULT_FCHMODAT2=errno   syscall(SYS_fchmodat2, ...) fails with errno,
@@ -64,7 +66,11 @@
 
 static int cfr_errno, renameat2_errno, link_errno, fchmodat2_errno;
 static long openat2_eagain;
-static unsigned long openat2_calls;
+/*
+ * Counted in each thread: a worker's OPEN meets its own run of EAGAIN,
+ * whatever other threads open meanwhile.
+ */
+static __thread unsigned long openat2_calls;
 static long cfr_after = -1, cfr_calls;
 static size_t cfr_max;
 static const char *eio_prefix, *estale_prefix;
@@ -428,7 +434,6 @@ syscall(long number, ...)
 	va_end(ap);
 	if (number == SYS_fchmodat2 && fchmodat2_errno != 0)
 		return fault("fchmodat2", fchmodat2_errno);
-	/* Workers open too: the count is shared. */
 	if (number == SYS_openat2 && openat2_eagain > 0 &&
 	    strstr((const char *)a[1], "..") != NULL &&
 	    __atomic_fetch_add(&openat2_calls, 1, __ATOMIC_RELAXED) %
