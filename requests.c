@@ -3132,9 +3132,25 @@ requests_in_flight(void)
 	return jobs_count();
 }
 
+/*
+ * Whether the oldest request in flight is done: its reply can be queued
+ * now (requests_reap()), whatever runs after it.
+ */
+static int
+answerable(void)
+{
+	struct job *j;
+
+	(void)jobs_collect();
+	return (j = jobs_head()) != NULL && parts_done(j);
+}
+
 int
 requests_wait_fd(void)
 {
+	/* A reply waits to be queued: the loop must not sleep. */
+	if (answerable())
+		return -1;
 	return jobs_sleep();
 }
 
