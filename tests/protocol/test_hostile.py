@@ -1391,6 +1391,11 @@ TESTS.append(("short_io_fixed_7_bytes", shim_transfer_test(
 TESTS.append(("short_io_random", shim_transfer_test(
     {"IO_RANDOM": 4242}, 8 << 20,
     ("read", "write", "pread", "pwrite"), small_total=300000)))
+# The same where storage waits: READs go to workers, which wake the loop
+# through their eventfd while stdin and stdout move 7 bytes a call.
+TESTS.append(("short_io_storage_waits", shim_transfer_test(
+    {"IO_MAX": 7, "NOWAIT": 1}, 300000,
+    ("read", "write", "pread", "pwrite"), small_total=20000)))
 
 
 def read_error_test(kind):
