@@ -31,6 +31,7 @@ struct session {
 	 */
 	unsigned storage_ops;
 	struct ibuf *in;
+	int confined;			/* -r: paths resolved beneath a root */
 };
 
 /*
