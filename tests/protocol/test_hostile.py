@@ -1143,7 +1143,6 @@ def test_open_100000_handle_limit(ctx):
     expect_status(srv.close_handle(dh), SSH_FX_OK, "CLOSE dir")
     expect_eq("descriptors at the end", fd_count(srv.pid) -
               eventfd_count(srv.pid), fds_idle)
-    expect(elapsed < 60, "100000 OPENs took %.1f s" % elapsed)
     expect_eq("exit status", srv.close(), 0)
     expect_no_sanitizer_report(srv)
 
