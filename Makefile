@@ -54,7 +54,8 @@ UNIT_HDRS = tests/unit/unit.h tests/lib/packet_test.h \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all asan tsan static run check check-build check-fast check-fs \
-	check-fs-quick check-gluster check-storage check-openssh-regress \
+	check-fs-quick check-fs-hostile check-gluster check-storage \
+	check-openssh-regress \
 	unit integration integration-asan integration-tsan \
 	package-check fuzz fuzz-run fuzz-check deps test-deps install \
 	uninstall clean lint lint-columns
@@ -246,7 +247,9 @@ package-check:
 # Everything: the builds, lint and the unit tests, then the parts below,
 # CHECK_JOBS of them at once (they mostly wait: on servers, clients, sshd,
 # qemu, idle timers), each one's lines together when it ends (make -O).
-# About 7 minutes on two cores.
+# About 7 minutes on two cores, before check-fs-hostile joined
+# check-storage: about 4.5 minutes more of it (FUSE 1, GlusterFS 3.5),
+# beside the other parts.
 CHECK_JOBS ?= 2
 CHECK_PARTS = check-cross integration integration-asan integration-tsan \
 	package-check check-storage fuzz-check
@@ -256,10 +259,12 @@ check:
 	$(MAKE) lint unit
 	$(MAKE) -j$(CHECK_JOBS) -Otarget $(CHECK_PARTS)
 
-# The file-system matrix's quick run, then two sshd hosts on GlusterFS:
-# one after the other, each with a GlusterFS volume of its own.
+# The file-system matrix's quick run, the hostile suite on the file systems
+# that wait (FUSE, GlusterFS), then two sshd hosts on GlusterFS: one after
+# the other, each with a GlusterFS volume of its own.
 check-storage:
 	$(MAKE) check-fs-quick
+	$(MAKE) check-fs-hostile
 	$(MAKE) check-gluster
 
 # The file-system matrix (needs root): the protocol, sftp, confinement and
@@ -271,6 +276,12 @@ check-fs: sftp-server
 # The same without the hostile suite: about a minute, part of make check.
 check-fs-quick: sftp-server
 	SUITES=raw,sftp,confine,probe,calls PYTHON=$(PYTHON) \
+	    tests/fs/run-fs-matrix.sh $(CURDIR)/sftp-server
+
+# The hostile suite where storage waits and work goes to workers: FUSE
+# (bindfs) and GlusterFS.  Part of make check.
+check-fs-hostile: sftp-server
+	FS=fuse,gluster SUITES=hostile PYTHON=$(PYTHON) \
 	    tests/fs/run-fs-matrix.sh $(CURDIR)/sftp-server
 
 # Two sshd "hosts" on one GlusterFS volume, concurrent clients on both.

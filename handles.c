@@ -12,17 +12,17 @@
 #include "handles.h"
 
 uint32_t
-handle_limit(void)
+handle_limit(uint32_t kept)
 {
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
 		return HANDLE_CAP;
-	if (rl.rlim_cur <= 6)
+	if (rl.rlim_cur <= (rlim_t)kept + 1)
 		return 1;
-	if (rl.rlim_cur - 5 > HANDLE_CAP)
+	if (rl.rlim_cur - kept > HANDLE_CAP)
 		return HANDLE_CAP;
-	return (uint32_t)(rl.rlim_cur - 5);
+	return (uint32_t)(rl.rlim_cur - kept);
 }
 
 int

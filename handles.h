@@ -81,9 +81,10 @@ struct handle_table {
 
 /*
  * The number of handles the process can keep open: RLIMIT_NOFILE's soft
- * limit less 5 (as OpenSSH), at most HANDLE_CAP, at least 1.
+ * limit less kept, the descriptors it may hold besides its handles (5 for
+ * OpenSSH's budget), at most HANDLE_CAP, at least 1.
  */
-uint32_t	handle_limit(void);
+uint32_t	handle_limit(uint32_t kept);
 /*
  * Makes a table of n slots.  The slots themselves are allocated a chunk at a
  * time as the number of open handles first reaches them, and kept: memory

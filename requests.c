@@ -3132,9 +3132,25 @@ requests_in_flight(void)
 	return jobs_count();
 }
 
+/*
+ * Whether the oldest request in flight is done: its reply can be queued
+ * now (requests_reap()), whatever runs after it.
+ */
+static int
+answerable(void)
+{
+	struct job *j;
+
+	(void)jobs_collect();
+	return (j = jobs_head()) != NULL && parts_done(j);
+}
+
 int
 requests_wait_fd(void)
 {
+	/* A reply waits to be queued: the loop must not sleep. */
+	if (answerable())
+		return -1;
 	return jobs_sleep();
 }
 
@@ -3148,6 +3164,25 @@ void
 requests_idle(void)
 {
 	jobs_idle();
+}
+
+/*
+ * The descriptors the server may hold besides its handles, every one in
+ * the handle limit's budget: stdin, stdout and stderr; the syslog
+ * connection; the transfer log and its directory; the -r root; the
+ * workers' eventfd; two that one request's path calls hold for a moment
+ * in the loop (a rename's two directories).  Under -r, each worker may
+ * hold one more for a moment (the O_PATH descriptor of a stat beneath the
+ * root).
+ */
+#define FDS_KEPT	(3 + 1 + 2 + 1 + 1 + 2)
+
+static uint32_t
+fds_kept(void)
+{
+	if (ss->confined && concurrent())
+		return FDS_KEPT + ss->storage_ops;
+	return FDS_KEPT;
 }
 
 int
@@ -3164,7 +3199,7 @@ requests_init(const struct session *s, struct oqueue *q)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];
 	(void)jobs_init(run_job, s->storage_ops);
-	return handle_table_init(&handles, handle_limit());
+	return handle_table_init(&handles, handle_limit(fds_kept()));
 }
 
 void

@@ -31,6 +31,7 @@ struct session {
 	 */
 	unsigned storage_ops;
 	struct ibuf *in;
+	int confined;			/* -r: paths resolved beneath a root */
 };
 
 /*
@@ -86,8 +87,9 @@ void	requests_reap(void);
 unsigned	requests_in_flight(void);
 /*
  * The loop is about to sleep: a descriptor to poll(2) for the end of work
- * in a worker, or -1 when it must not sleep (work finished that is not
- * answered yet, or none runs in a worker).  After the poll,
+ * in a worker, or -1 when it must not sleep: the oldest request in flight
+ * is done (requests_reap() would queue its reply), work finished that is
+ * not collected yet, or none runs in a worker.  After the poll,
  * requests_woke() says whether the descriptor was readable.
  */
 int	requests_wait_fd(void);

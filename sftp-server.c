@@ -884,6 +884,7 @@ sftp_server_main(int argc, char **argv)
 	log_session("session-open", "ok");
 	sess.user_name = user_name;
 	sess.user_home = user_home;
+	sess.confined = o.root != NULL;
 	if (ibuf_init_pinned(&ib, IBUF_SOFT, IBUF_HARD) == -1 ||
 	    oq_init(&oq, OQ_SIZE) == -1 ||
 	    requests_init(&sess, &oq) == -1) {

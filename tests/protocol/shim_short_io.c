@@ -8,6 +8,9 @@
  *                      n bytes per call (short, but never 0 for n > 0).
  *   SHIM_IO_RANDOM=s   each such call is cut to a random length (seed s):
  *                      sometimes whole, sometimes a few bytes.
+ *   SHIM_NOWAIT=1      preadv2() with RWF_NOWAIT fails with EAGAIN, as on
+ *                      storage whose data is not in the page cache: the
+ *                      server hands its READs to workers.
  *   SHIM_EIO_NAME=s    read and pread (preadv2) fail with EIO on a file
  *                      whose name contains s (a disk that cannot be read).
  *   SHIM_SIGUSR1=1     installs a no-op SIGUSR1 handler without SA_RESTART
@@ -19,11 +22,13 @@
  *                      calls that failed with EINTR, in all and by call).
  *
  * The calls are passed on, only with a smaller count: the kernel's answer
- * (a short count, end of file, an error) is returned as it is.
+ * (a short count, end of file, an error) is returned as it is.  Calls on
+ * an eventfd are passed on whole: the kernel never cuts them.
  */
 #define _GNU_SOURCE
 
 #include <sys/types.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 #include <dlfcn.h>
@@ -54,6 +59,7 @@ static int io_random;
 static unsigned long long rng_state;
 static const char *stats_path;
 static const char *eio_name;
+static int nowait;
 
 static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_write)(int, const void *, size_t);
@@ -108,6 +114,7 @@ shim_init(void)
 	}
 	stats_path = getenv("SHIM_STATS");
 	eio_name = getenv("SHIM_EIO_NAME");
+	nowait = (s = getenv("SHIM_NOWAIT")) != NULL && strcmp(s, "1") == 0;
 	if ((s = getenv("SHIM_SIGUSR1")) != NULL && strcmp(s, "1") == 0) {
 		memset(&sa, 0, sizeof sa);
 		sa.sa_handler = on_sigusr1;
@@ -157,6 +164,20 @@ shorten(size_t n, int which)
 	return m;
 }
 
+/*
+ * Whether fd is a stream whose calls may move fewer bytes than asked: a
+ * file, a pipe, a socket, a terminal.  An eventfd (an anonymous inode,
+ * with no file type) is a counter whose reads and writes move 8 bytes or
+ * fail with EINVAL: the kernel never cuts them, so neither does the shim.
+ */
+static int
+cuttable(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == -1 || (st.st_mode & S_IFMT) != 0;
+}
+
 /* Whether reads of fd are to fail with EIO (SHIM_EIO_NAME). */
 static int
 unreadable(int fd)
@@ -195,7 +216,7 @@ read(int fd, void *buf, size_t n)
 	resolve();
 	if (unreadable(fd))
 		return -1;
-	r = real_read(fd, buf, shorten(n, C_READ));
+	r = real_read(fd, buf, cuttable(fd) ? shorten(n, C_READ) : n);
 	e = errno;
 	count_eintr(r, C_READ);
 	errno = e;
@@ -210,7 +231,8 @@ write(int fd, const void *buf, size_t n)
 
 	resolve();
 	/* stderr (the log) is left whole, to keep its lines readable. */
-	r = real_write(fd, buf, fd == STDERR_FILENO ? n : shorten(n, C_WRITE));
+	r = real_write(fd, buf, fd == STDERR_FILENO || !cuttable(fd) ? n :
+	    shorten(n, C_WRITE));
 	e = errno;
 	count_eintr(r, C_WRITE);
 	errno = e;
@@ -254,6 +276,10 @@ preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 	resolve();
 	if (unreadable(fd))
 		return -1;
+	if (nowait && (flags & RWF_NOWAIT)) {
+		errno = EAGAIN;
+		return -1;
+	}
 	if (cnt < 1)
 		return real_preadv2(fd, iov, cnt, off, flags);
 	one.iov_base = iov[0].iov_base;

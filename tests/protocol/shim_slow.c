@@ -17,12 +17,18 @@
  *                        once, written there whenever it grows.
  *   SHIM_OPEN_MEET=N     the same as SHIM_MEET for open() of a path that
  *   SHIM_OPEN_LOG=path   holds "MEET", counted apart, in SHIM_OPEN_LOG.
+ *   SHIM_CLOSE_GATE=fifo close() of a descriptor of a file whose name holds
+ *                        "GATE" waits until the other end of the FIFO fifo
+ *                        is opened and closed (the test releases it); it
+ *                        first writes "worker" or "loop" (which thread
+ *                        waits) to SHIM_GATE_LOG=path.
  *
  * Built by the test with cc -shared -fPIC; not part of the server.
  */
 #define _GNU_SOURCE
 #include <sys/types.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 
 #include <dlfcn.h>
@@ -262,4 +268,44 @@ open64(const char *path, int flags, ...)
 		va_end(ap);
 	}
 	return open_counted(path, flags, mode, real_open64);
+}
+
+/* close() held at the gate (SHIM_CLOSE_GATE, SHIM_GATE_LOG). */
+static void
+close_gate(int fd)
+{
+	const char *gate = getenv("SHIM_CLOSE_GATE"), *log;
+	char link[64], target[4096], buf[64];
+	ssize_t n;
+	int g, e = errno;
+
+	if (gate == NULL)
+		return;
+	(void)snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	if ((n = readlink(link, target, sizeof target - 1)) <= 0)
+		return;
+	target[n] = '\0';
+	if (strstr(target, "GATE") == NULL)
+		return;
+	if ((log = getenv("SHIM_GATE_LOG")) != NULL &&
+	    (g = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644)) != -1) {
+		n = syscall(SYS_gettid) == getpid() ? 4 : 6;
+		(void)write(g, n == 4 ? "loop" : "worker", (size_t)n);
+		(void)close(g);
+	}
+	/* Blocks until the test opens the other end; EOF when it closes. */
+	if ((g = open(gate, O_RDONLY)) != -1) {
+		while (read(g, buf, sizeof buf) > 0)
+			;
+		(void)close(g);
+	}
+	errno = e;
+}
+
+int
+close(int fd)
+{
+	REAL(close);
+	close_gate(fd);
+	return real_close(fd);
 }

@@ -37,6 +37,10 @@ Checks:
                            handles, in one pipeline, as OpenSSH answers
   end_of_input_in_flight   input ends with WRITEs in flight: each is
                            answered, and counted in the close line
+  replies_wait_for_no_later_call
+                           16 READs of 255 KiB, then a CLOSE of another
+                           file whose close(2) waits until the test lets
+                           it go: every READ's reply comes before that
   sigterm_in_flight        SIGTERM with WRITEs in flight: the close line
                            counts every byte the file got
   sigterm_storage_hangs    SIGTERM with a READ whose storage never answers:
@@ -514,6 +518,63 @@ def test_opens_overlap(ctx):
     most, out = opens(ctx, ["-S", "-T", "1"], create, 4)
     expect("replies", out, ["HANDLE"] * 4 + closed * 4)
     expect("-T 1: open() calls at a time", most, 1)
+
+
+@test
+def test_replies_wait_for_no_later_call(ctx):
+    # A reply whose call is done, with every reply before it sent, leaves
+    # without waiting for a later call: the READs' replies do not wait for
+    # the CLOSE behind them, whose close(2) is held until they are all in.
+    d = ctx.dir("gate")
+    n, size = 16, 261120
+    data = bytes(range(251)) * (n * size // 251 + 1)
+    write_file(os.path.join(d, "f"), data[:n * size])
+    write_file(os.path.join(d, "GATE"), b"g")
+    gate = os.path.join(ctx.tmp, "release")
+    log = os.path.join(ctx.tmp, "gate-log")
+    os.mkfifo(gate)
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "CLOSE_GATE": gate,
+                                    "GATE_LOG": log,
+                                    "SLOW_WRITE_US": SLOW_US}, ["-S"])
+    hf = open_h(srv, "f", SSH_FXF_READ)
+    hg = open_h(srv, "GATE", SSH_FXF_READ)
+    # The WRITEs that wait first: the CLOSE then goes to a worker.
+    warm = warm_up(srv)
+    ids = srv.send_many(warm + [req_read(hf, i * size, size)
+                                for i in range(n)] + [req_close(hg)])
+    for rid in ids[:len(warm)]:
+        r = srv.recv()
+        if r.id != rid or shape(r) != "STATUS OK":
+            raise Failure("warm-up WRITE %d: %s" % (rid, shape(r)))
+    ids = ids[len(warm):]
+    deadline = time.monotonic() + 30
+    while not os.path.exists(log) and time.monotonic() < deadline:
+        time.sleep(0.01)    # polls a condition, with a deadline
+    if not os.path.exists(log):
+        raise Failure("the CLOSE never reached close(2)")
+    before = []
+    try:
+        while len(before) < n:
+            before.append(srv.recv())
+    except Timeout:
+        pass
+    finally:
+        # Let the close(2) go: open the FIFO's other end, and close it.
+        os.close(os.open(gate, os.O_WRONLY))
+    with open(log) as f:
+        expect("the thread whose close(2) waited", f.read(), "worker")
+    got = before + [srv.recv() for _ in range(n + 1 - len(before))]
+    for i, (rid, r) in enumerate(zip(ids, got)):
+        if r.id != rid:
+            raise Failure("reply %d carries id %d, expected %d" %
+                          (i, r.id, rid))
+    for i in range(n):
+        if not isinstance(got[i], Data) or \
+                got[i].data != data[i * size:(i + 1) * size]:
+            raise Failure("READ %d: %s" % (i, shape(got[i])))
+    expect("CLOSE", shape(got[n]), "STATUS OK")
+    expect("READ replies sent while the later CLOSE's close(2) waited",
+           sum(isinstance(r, Data) for r in before), n)
 
 
 def close_line(err, path):

@@ -475,7 +475,7 @@ limit_with_soft(rlim_t soft, uint32_t *limit)
 		rl.rlim_max = soft;
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return -1;
-	*limit = handle_limit();
+	*limit = handle_limit(5);
 	r = setrlimit(RLIMIT_NOFILE, &saved);
 	assert_int_equal(r, 0);
 	return 0;
@@ -491,6 +491,27 @@ test_handle_limit_follows_rlimit_nofile(void **state)
 	assert_int_equal(limit, 45);
 	assert_int_equal(limit_with_soft(1024, &limit), 0);
 	assert_int_equal(limit, 1019);
+}
+
+/* The descriptors kept besides the handles come out of the budget. */
+static void
+test_handle_limit_leaves_the_kept_descriptors(void **state)
+{
+	struct rlimit saved, rl;
+	uint32_t limit;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	rl = saved;
+	rl.rlim_cur = 100;
+	if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 100)
+		rl.rlim_max = 100;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	limit = handle_limit(74);
+	assert_int_equal(handle_limit(99), 1);
+	assert_int_equal(handle_limit(100), 1);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	assert_int_equal(limit, 26);
 }
 
 static void
@@ -514,7 +535,7 @@ test_handle_limit_large_rlimit_is_capped(void **state)
 	uint32_t limit;
 
 	(void)state;
-	limit = handle_limit();
+	limit = handle_limit(5);
 	assert_true(limit >= 1 && limit <= HANDLE_CAP);
 	/*
 	 * Limits above the hard one need privilege; each case runs where the
@@ -583,6 +604,7 @@ main(int argc, char **argv)
 		    test_handle_at_open_handles_only, setup_table,
 		    teardown_table),
 		cmocka_unit_test(test_handle_limit_follows_rlimit_nofile),
+		cmocka_unit_test(test_handle_limit_leaves_the_kept_descriptors),
 		cmocka_unit_test(
 		    test_handle_limit_small_rlimit_is_at_least_one),
 		cmocka_unit_test(test_handle_limit_large_rlimit_is_capped),
