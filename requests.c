@@ -3173,15 +3173,28 @@ requests_idle(void)
  * workers' eventfd; two that one request's path calls hold for a moment
  * in the loop (a rename's two directories).  Under -r, each worker may
  * hold one more for a moment (the O_PATH descriptor of a stat beneath the
- * root).
+ * root): there, with few descriptors, the session has fewer workers than
+ * -T says, at most half of what the handles would otherwise get, so that
+ * both keep room.
  */
 #define FDS_KEPT	(3 + 1 + 2 + 1 + 1 + 2)
+
+/* The most workers at once, and the descriptors kept beside the handles. */
+static unsigned
+workers_for(const struct session *s)
+{
+	uint32_t half = handle_limit(FDS_KEPT) / 2;
+
+	if (!s->confined || s->storage_ops <= 1 || s->storage_ops <= half)
+		return s->storage_ops;
+	return half > 1 ? half : 1;
+}
 
 static uint32_t
 fds_kept(void)
 {
 	if (ss->confined && concurrent())
-		return FDS_KEPT + ss->storage_ops;
+		return FDS_KEPT + jobs_max_workers();
 	return FDS_KEPT;
 }
 
@@ -3198,7 +3211,7 @@ requests_init(const struct session *s, struct oqueue *q)
 	for (size_t i = 0; i < NREQUESTS; i++)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];
-	(void)jobs_init(run_job, s->storage_ops);
+	(void)jobs_init(run_job, workers_for(s));
 	return handle_table_init(&handles, handle_limit(fds_kept()));
 }
 
