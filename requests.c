@@ -431,9 +431,12 @@ status_of(int r)
 }
 
 /*
- * A reply that does not fit the queue is a bug: the loop answers requests
- * only while the queue has room for the largest reply, and every reply
- * that could outgrow a message is bounded before it is built.
+ * A reply that does not fit the queue is a bug, whatever the client does:
+ * replies start only while oq_pending() is below OQ_HIWAT (the loop takes
+ * requests, and requests_reap() answers jobs, only then; requests_abandon()
+ * mutes the queue first), where a whole message always fits, a partial
+ * write in the queue or not (pkt_begin()); and every reply that could
+ * outgrow a message is bounded before it is built.
  */
 static void
 queued(int r)
@@ -3099,12 +3102,12 @@ requests_abandon(void)
 	struct handle *h;
 	struct job *j;
 
+	oq_mute(oq);	/* the replies are not sent */
 	(void)jobs_collect();
 	for (unsigned i = 0; i < jobs_count(); i += 1 + parts) {
 		j = jobs_at(i);
 		parts = j->parts;
 		h = j->owner;
-		oq_drop(oq);	/* the replies are not sent */
 		if (jobs_done(j) && j->op != OP_DIRSTAT) {
 			answer(j);	/* its bytes, handle and log line */
 			continue;
@@ -3122,7 +3125,6 @@ requests_abandon(void)
 			h->abandoned = 1;
 		}
 	}
-	oq_drop(oq);
 	return n;
 }
 
