@@ -139,14 +139,15 @@ close_session(const char *result)
  * finishes (a storage call cannot be taken back) and is answered, so that
  * its bytes count in the logs; but once a signal ended the session, the
  * storage calls still running ABANDON_MS later (storage that hangs) are
- * given up, and logged as such.  The replies
+ * given up, and logged as such; from then on no storage call is made, and
+ * the handles are logged as not closed (requests_abandon()).  The replies
  * are sent as the queue fills and at the end; they are dropped (the queue
  * muted: each is built and counted, then dropped, so the queue never
  * fills) when a signal or stdout's failure ended the session (the client
  * may not be reading, or cannot), and from the moment stdout fails or a
- * signal comes while they are sent.  Every handle is closed and logged;
- * then the process exits with status, or, ended by a signal, dies of it as
- * without a handler.
+ * signal comes while they are sent.  Every handle is logged, and closed
+ * unless the storage was given up; then the process exits with status, or,
+ * ended by a signal, dies of it as without a handler.
  */
 static void
 end_session(int status)

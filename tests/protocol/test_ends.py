@@ -19,6 +19,13 @@ Checks:
                          death by the signal sent; never another death;
                          the INFO log has a forced close line for each
                          file, and the session's close
+  sigterm_storage_hangs  reads and closes of the storage hang (held 60 s
+                         each); READs in flight and three other files
+                         open, then SIGTERM: the session ends well within
+                         60 s (the give-up comes 5 s after the signal),
+                         dies of SIGTERM, and the transfer log and the
+                         INFO log say, for each file, that its close
+                         could not be made
 
 slowfs needs root (it reads the server's descriptors in /proc), x86_64 or
 aarch64, and a C compiler, or $SFTP_SLOWFS; without them the checks skip.
@@ -379,6 +386,76 @@ def test_end_sweep(ctx):
         raise Failure("%d of %d sessions: %s" % (len(bad), n,
                                                  "; ".join(bad[:3])))
     return "%d sessions ended" % n
+
+
+def threads(pid):
+    try:
+        return len(os.listdir("/proc/%d/task" % pid))
+    except OSError:
+        return 0
+
+
+@test
+def test_sigterm_storage_hangs(ctx):
+    slowfs()
+    data = os.path.join(ctx.tmp, "d")
+    os.mkdir(data)
+    os.mkdir(os.path.join(data, "sub"))
+    for name in ("a", "b"):
+        with open(os.path.join(data, name), "wb") as f:
+            f.write(name.encode() * 8192)
+    xlog = os.path.join(ctx.tmp, "xfer.log")
+    open(xlog, "w").close()
+    # Reads and closes of the files wait a minute, slowfs's longest:
+    # closing three handles one after the other would take three.
+    srv, pid, status = start(ctx, data, xlog, "read=60000,close=60000")
+    srv.init()
+    ha = srv.open("a", SSH_FXF_READ)
+    hb = srv.open("b", SSH_FXF_READ)
+    hc = srv.open("c", SSH_FXF_WRITE | SSH_FXF_CREAT)
+    srv.opendir("sub")
+    st = srv.call(req_write(hc, 0, b"c" * 4096))
+    if not isinstance(st, Status) or st.code != SSH_FX_OK:
+        raise Failure("WRITE: %r" % (st,))
+    srv.send_many([req_read(ha, 0, 4096), req_read(hb, 0, 4096)])
+    deadline = time.monotonic() + 30
+    while threads(pid) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)    # polls a condition, with a deadline
+    if threads(pid) < 2:
+        raise Failure("the READs never reached a worker")
+    os.kill(pid, signal.SIGTERM)
+    # The give-up comes 5 s after the signal; then nothing may wait.
+    if not gone(pid, 60):
+        raise Failure("the server still runs 60 s after SIGTERM; its "
+                      "stderr ends %r" % srv.stderr_output()[-600:])
+    code = exit_status(status)
+    err = srv.stderr_output().decode(errors="replace")
+    if code != 128 + signal.SIGTERM:
+        raise Failure("exit status %d, expected death by SIGTERM; stderr "
+                      "ends %r" % (code, err[-600:]))
+    if "2 storage operations did not finish within 5 s of signal 15: " \
+            "given up, and not counted" not in err:
+        raise Failure("no line for the READs given up: %r" % err[-800:])
+    closes = check_records(xlog, ["a", "b", "c"], "SIGTERM")
+    for name, rec in sorted(closes.items()):
+        if rec.get("forced") is not True or rec.get("closed") is not False \
+                or "not closed" not in rec.get("result", ""):
+            raise Failure("the close record of %s does not say that it "
+                          "was not closed: %r" % (name, rec))
+    if closes["c"].get("bytes_written") != 4096:
+        raise Failure("the close record of c: %r" % (closes["c"],))
+    end = [r for r in records(xlog) if r.get("event") == "session-close"]
+    if end[0].get("result") != "SIGTERM":
+        raise Failure("session-close: %r" % (end[0],))
+    for line in ['forced close "a"', 'forced close "b"', 'forced close "c"',
+                 'forced closedir "sub"', 'file "a" not closed',
+                 'file "b" not closed', 'file "c" not closed',
+                 'directory "sub" not closed',
+                 "session closed for local user"]:
+        if line not in err:
+            raise Failure("the INFO log lacks %r; it ends %r" %
+                          (line, err[-800:]))
+    return "ended, every file logged as not closed"
 
 
 if __name__ == "__main__":
