@@ -384,6 +384,13 @@ oq_drop(struct oqueue *q)
 	q->sent = q->len = q->reply_start = 0;
 }
 
+void
+oq_mute(struct oqueue *q)
+{
+	oq_drop(q);
+	q->muted = 1;
+}
+
 size_t
 oq_pending(const struct oqueue *q)
 {
@@ -413,10 +420,23 @@ reserve(struct oqueue *q, size_t n)
 	return 0;
 }
 
+/*
+ * A reply starts.  When a flush left part of the queue unwritten and the
+ * room behind the queue's end could not take a whole message, the unwritten
+ * bytes move to the front: then a reply started while oq_pending() is at
+ * most OQ_HIWAT always fits (OQ_SIZE, _Static_assert above).  Only the end
+ * of a session starts replies behind a partial write; the loop's flushes
+ * are whole.
+ */
 int
 pkt_begin(struct oqueue *q, struct reply *r, uint8_t type)
 {
 	memset(r, 0, sizeof *r);
+	if (q->sent > 0 && q->size - q->len < SFTP_MAX_MSG + 4) {
+		memmove(q->buf, q->buf + q->sent, q->len - q->sent);
+		q->len -= q->sent;
+		q->sent = 0;
+	}
 	q->reply_start = q->len;
 	if (reserve(q, 5) != 0)
 		return PKT_ENOSPACE;
@@ -510,8 +530,10 @@ pkt_end(struct oqueue *q, struct reply *r)
 	if (r->start > q->len || len > SFTP_MAX_MSG)
 		abort();
 	poke_u32(q->buf + r->start, (uint32_t)len);
-	q->reply_start = q->len;
 	q->nreplies++;
+	if (q->muted)
+		q->len = r->start;	/* built, counted, and dropped */
+	q->reply_start = q->len;
 }
 
 size_t

@@ -210,6 +210,7 @@ struct oqueue {
 	size_t len;		/* bytes of buf queued */
 	size_t reply_start;	/* offset of the reply in construction */
 	uint64_t nreplies;	/* replies completed, for the one-reply check */
+	int muted;		/* oq_mute(): replies are built, then dropped */
 };
 
 struct reply {
@@ -224,6 +225,12 @@ void	oq_free(struct oqueue *);
 void	oq_release(struct oqueue *);
 /* Drops what is queued, written or not (a session that ends unheard). */
 void	oq_drop(struct oqueue *);
+/*
+ * Drops what is queued, and every reply completed from now on: each is
+ * still built and counted (nreplies), then its bytes are dropped, so the
+ * queue stays empty.  For a session whose replies can no longer be sent.
+ */
+void	oq_mute(struct oqueue *);
 /* Bytes queued and not yet written. */
 size_t	oq_pending(const struct oqueue *);
 /*
@@ -237,6 +244,9 @@ int	oq_flush(struct oqueue *, int fd);
 /*
  * Starts a reply of the given type; the caller puts the fields.  A put that
  * would make the reply longer than SFTP_MAX_MSG fails with PKT_ENOSPACE.
+ * In a queue of OQ_SIZE, a reply started while oq_pending() is at most
+ * OQ_HIWAT always fits, a partial write in the queue or not: PKT_ENOSPACE
+ * then means only a reply longer than a message.
  */
 int	pkt_begin(struct oqueue *, struct reply *, uint8_t type);
 int	pkt_put_u32(struct oqueue *, uint32_t);

@@ -273,6 +273,12 @@ static const struct session *ss;
 static struct oqueue *oq;
 static struct handle_table handles;
 static int init_done;
+/*
+ * requests_abandon() gave up on the storage: from then on no handle is
+ * closed (a close(2) may wait on the same storage); each is logged as not
+ * closed, and the exit closes its descriptor.
+ */
+static int given_up;
 /* Whether storage waits, of late, and the calls in a row that said not. */
 static int waiting;
 static unsigned streak;
@@ -431,9 +437,12 @@ status_of(int r)
 }
 
 /*
- * A reply that does not fit the queue is a bug: the loop answers requests
- * only while the queue has room for the largest reply, and every reply
- * that could outgrow a message is bounded before it is built.
+ * A reply that does not fit the queue is a bug, whatever the client does:
+ * replies start only while oq_pending() is below OQ_HIWAT (the loop takes
+ * requests, and requests_reap() answers jobs, only then; requests_abandon()
+ * mutes the queue first), where a whole message always fits, a partial
+ * write in the queue or not (pkt_begin()); and every reply that could
+ * outgrow a message is bounded before it is built.
  */
 static void
 queued(int r)
@@ -562,8 +571,11 @@ xfer_close(const struct handle *h, int r, int e, int forced)
 	}
 	ev.opened = &h->opened;
 	ev.forced = forced;
+	ev.not_closed = h->abandoned;
 	if (h->io_errno != 0)
 		ev.result = strerror(h->io_errno);
+	else if (h->abandoned)
+		ev.result = "not closed: the storage did not answer";
 	else
 		ev.result = r == -1 ? strerror(e) : "ok";
 	xferlog_write(&ev);
@@ -585,15 +597,20 @@ closed(struct handle *h, int r, int e, int forced)
 
 /*
  * Closes what the handle holds, logs a file's transfer and frees its slot.
- * Returns 0, or -1 with errno.
+ * Returns 0, or -1 with errno.  Once the storage was given up, or a call
+ * on this handle was, nothing is closed: that is logged, and the exit
+ * closes the descriptor.
  */
 static int
 close_handle(struct handle *h, int forced)
 {
 	int r;
 
-	if (h->abandoned) {
-		r = -1;		/* the exit closes it */
+	if (h->abandoned || given_up) {
+		h->abandoned = 1;
+		logit("%s \"%s\" not closed: the storage did not answer",
+		    h->kind == HANDLE_FILE ? "file" : "directory", h->path);
+		r = -1;
 		errno = EINTR;
 	} else if (h->kind == HANDLE_FILE) {
 		r = close(h->fd);
@@ -3099,12 +3116,13 @@ requests_abandon(void)
 	struct handle *h;
 	struct job *j;
 
+	given_up = 1;
+	oq_mute(oq);	/* the replies are not sent */
 	(void)jobs_collect();
 	for (unsigned i = 0; i < jobs_count(); i += 1 + parts) {
 		j = jobs_at(i);
 		parts = j->parts;
 		h = j->owner;
-		oq_drop(oq);	/* the replies are not sent */
 		if (jobs_done(j) && j->op != OP_DIRSTAT) {
 			answer(j);	/* its bytes, handle and log line */
 			continue;
@@ -3117,12 +3135,11 @@ requests_abandon(void)
 		} else if (j->op == OP_CLOSE) {
 			h->kind = HANDLE_FILE;
 			log_close(h, "forced");
-			(void)closed(h, -1, EINTR, 1);
+			(void)close_handle(h, 1);
 		} else if (h != NULL) {
 			h->abandoned = 1;
 		}
 	}
-	oq_drop(oq);
 	return n;
 }
 
@@ -3204,6 +3221,7 @@ requests_init(const struct session *s, struct oqueue *q)
 	ss = s;
 	oq = q;
 	init_done = 0;
+	given_up = 0;
 	waiting = 0;
 	streak = 0;
 	cmask = umask(0);

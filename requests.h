@@ -73,9 +73,9 @@ int	requests_init(const struct session *s, struct oqueue *oq);
  * reply is queued, or none for a request that ends the session, or none
  * yet for a request handed to a worker (requests_reap() queues it, in
  * request order).  Returns 0, the exit status that ends the session
- * (SESSION_FATAL), REQUESTS_STOP or REQUESTS_WAIT.  A reply that does not
- * fit the queue, or a request that got no reply or two, is a bug: it
- * aborts.
+ * (SESSION_FATAL), REQUESTS_STOP or REQUESTS_WAIT.  Called only while
+ * oq_pending() is below OQ_HIWAT, where every reply fits; a reply that does
+ * not, or a request that got no reply or two, is a bug: it aborts.
  */
 int	requests_process(struct cursor *c);
 /*
@@ -96,16 +96,23 @@ int	requests_wait_fd(void);
 void	requests_woke(int readable);
 /*
  * The session ends without waiting longer for the requests in flight:
- * those whose storage calls are done are answered (their bytes counted;
- * the replies dropped), the others are given up.  A file handle whose
- * CLOSE is given up is logged closed (forced), an OPEN given up leaves no
- * handle; requests_close_all() then closes the rest.  Returns the number
- * given up.  Only for a session that ends at once.
+ * the queue is muted (oq_mute()), those whose storage calls are done are
+ * answered (their bytes counted; the replies dropped), the others are
+ * given up.  A file handle whose CLOSE is given up is logged as a forced
+ * close that was not made, an OPEN given up leaves no handle.  From then
+ * on no storage call is made: requests_close_all() logs the other handles
+ * without closing them, and the exit closes their descriptors.  Returns
+ * the number given up.  Only for a session that ends at once.
  */
 unsigned	requests_abandon(void);
 /* The session is idle: the workers end and give back what they held. */
 void	requests_idle(void);
-/* Closes every open handle, logging each as a "forced" close. */
+/*
+ * Closes every open handle, logging each as a "forced" close; after
+ * requests_abandon(), logs each as a forced close that was not made
+ * ("not closed" in the log, "closed":false in the transfer log) and
+ * closes nothing.
+ */
 void	requests_close_all(void);
 /* Prints the name of every request, one per line (-Q requests). */
 void	requests_print_names(void);

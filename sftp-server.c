@@ -82,6 +82,8 @@ static uid_t user_uid;
 static volatile sig_atomic_t got_signal;
 /* end_session() runs: the waits return to it rather than end the session. */
 static int ending;
+/* stdout failed, or its reader left: no reply can be sent any more. */
+static int out_gone;
 static sigset_t end_signals;	/* those of the three that are caught */
 /*
  * After a signal, how long the storage calls in flight may take to finish
@@ -146,16 +148,21 @@ close_session(const char *result)
  * finishes (a storage call cannot be taken back) and is answered, so that
  * its bytes count in the logs; but once a signal ended the session, the
  * storage calls still running ABANDON_MS later (storage that hangs) are
- * given up, and logged as such.  The replies are sent as the queue fills and
- * at the end; they are dropped when a signal ended the session (the client
- * may not be reading), and from the moment stdout fails or a signal comes
- * while they are sent.  Every handle is closed and logged; then the process
- * exits with status, or, ended by a signal, dies of it as without a handler.
+ * given up, and logged as such; from then on no storage call is made, and
+ * the handles are logged as not closed (requests_abandon()).  The replies
+ * are sent as the queue fills and at the end; they are dropped (the queue
+ * muted: each is built and counted, then dropped, so the queue never
+ * fills) when a signal or stdout's failure ended the session (the client
+ * may not be reading, or cannot), and from the moment stdout fails or a
+ * signal comes while they are sent.  Every handle is logged, and closed
+ * unless the storage was given up; then the process exits with status, or,
+ * ended by a signal, dies of it as without a handler.
  */
 static void
 end_session(int status)
 {
-	int saved = errno, sig = got_signal, send = sig == 0, term = sig;
+	int saved = errno, sig = got_signal, send = sig == 0 && !out_gone;
+	int term = sig;
 	struct timespec start, now;
 	long left = -1;
 	unsigned n;
@@ -164,6 +171,8 @@ end_session(int status)
 #endif
 
 	ending = 1;
+	if (!send)
+		oq_mute(&oq);
 	if (sig != 0)
 		verbose("received signal %d; closing the session", sig);
 	(void)clock_gettime(CLOCK_MONOTONIC, &start);
@@ -184,8 +193,8 @@ end_session(int status)
 		}
 		if (oq_pending(&oq) < OQ_HIWAT) {
 			(void)wait_for(WAIT_JOBS, (int)left);
-		} else if (!send || write_out() == -1) {
-			oq_drop(&oq);
+		} else if (write_out() == -1) {
+			oq_mute(&oq);
 			send = 0;
 		}
 	}
@@ -201,6 +210,7 @@ end_session(int status)
 	requests_free();
 	fs_reset();
 	ending = 0;
+	out_gone = 0;
 	sftp_fuzz_status = sig == 0 ? status : SESSION_OK;
 	longjmp(sftp_fuzz_exit, 1);
 #else
@@ -268,6 +278,7 @@ catch_signals(void)
 static void
 output_failed(void)
 {
+	out_gone = 1;
 	if (errno == EPIPE || errno == ECONNRESET)
 		end_session(SESSION_OK);
 	error("write: %s", strerror(errno));
@@ -368,6 +379,7 @@ wait_for(int want, int timeout)
 		return woke;
 	if (pfd[1].revents & (POLLERR | POLLHUP)) {
 		debug("output closed");
+		out_gone = 1;
 		end_session(SESSION_OK);
 	}
 	return 0;

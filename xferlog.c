@@ -407,6 +407,8 @@ put_event(size_t *off, const struct xfer_event *e)
 	}
 	if (e->forced && put_fmt(off, "forced", 0, "true") == -1)
 		return -1;
+	if (e->not_closed && put_fmt(off, "closed", 0, "false") == -1)
+		return -1;
 	return e->result == NULL ? 0 : put_str(off, "result", e->result);
 }
 

@@ -31,6 +31,7 @@ struct xfer_event {
 	uint64_t mtime;		/* setstat: modification time */
 	const struct timespec *opened;	/* CLOCK_MONOTONIC, for "duration" */
 	int forced;		/* closed by the end of the session */
+	int not_closed;		/* the close was not made: "closed":false */
 	const char *result;	/* "ok", or what went wrong */
 };
 

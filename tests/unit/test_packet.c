@@ -2250,6 +2250,110 @@ test_oq_flush_closed_pipe_is_epipe(void **state)
 	assert_int_equal(close(fds[1]), 0);
 }
 
+/* Reads what fd holds now (non-blocking) onto the end of got. */
+static size_t
+drain_now(int fd, uint8_t *got, size_t have, size_t size)
+{
+	ssize_t n;
+
+	while (have < size && (n = read(fd, got + have, size - have)) > 0)
+		have += (size_t)n;
+	return have;
+}
+
+/*
+ * A flush cut short leaves more than OQ_HIWAT - SFTP_MAX_MSG bytes written
+ * and the rest pending, below the mark: the end of a session then answers
+ * a 255 KiB READ.  It fits (the unwritten bytes move to the front), and the
+ * stream read from the pipe is the old replies, then the new one, whole.
+ */
+static void
+test_pkt_begin_after_partial_write_fits_largest_reply(void **state)
+{
+	struct oqueue *q = *state;
+	struct reply r;
+	uint8_t *want, *got, *p;
+	size_t len, have = 0, total;
+	int fds[2];
+
+	/* Set up: the queue at its mark plus a largest DATA reply. */
+	rng_seed(7);
+	while (q->len < OQ_HIWAT) {
+		p = pkt_data_begin(q, &r, (uint32_t)q->nreplies, 1000);
+		assert_non_null(p);
+		for (size_t i = 0; i < 1000; i++)
+			p[i] = (uint8_t)rng_next();
+		pkt_data_end(q, &r, rng_range(0, 1000));
+	}
+	p = pkt_data_begin(q, &r, 1, SFTP_MAX_READ);
+	assert_non_null(p);
+	memset(p, 0xa1, SFTP_MAX_READ);
+	pkt_data_end(q, &r, SFTP_MAX_READ);
+	len = q->len;
+	total = len + SFTP_MAX_READ + 13;
+	want = malloc(total);
+	got = malloc(total);
+	assert_non_null(want);
+	assert_non_null(got);
+	memcpy(want, q->buf, len);
+	/* Act: flush into a non-blocking pipe, drained in steps. */
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+	while (q->sent <= len - OQ_HIWAT + 4096) {
+		assert_int_equal(oq_flush(q, fds[1]), -1);
+		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+		if (q->sent <= len - OQ_HIWAT + 4096)
+			have = drain_now(fds[0], got, have, total);
+	}
+	assert_true(oq_pending(q) < OQ_HIWAT);
+	assert_true(q->size - q->len < SFTP_MAX_MSG + 4);
+	p = pkt_data_begin(q, &r, 2, SFTP_MAX_READ);
+	assert_non_null(p);
+	memset(p, 0xb2, SFTP_MAX_READ);
+	pkt_data_end(q, &r, SFTP_MAX_READ);
+	memcpy(want + len, q->buf + q->len - (SFTP_MAX_READ + 13),
+	    SFTP_MAX_READ + 13);
+	while (oq_flush(q, fds[1]) == -1) {
+		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+		have = drain_now(fds[0], got, have, total);
+	}
+	have = drain_now(fds[0], got, have, total);
+	/* Check. */
+	assert_int_equal(have, total);
+	assert_memory_equal(got, want, total);
+	assert_int_equal(oq_pending(q), 0);
+	assert_int_equal(close(fds[0]), 0);
+	assert_int_equal(close(fds[1]), 0);
+	free(want);
+	free(got);
+}
+
+/*
+ * A muted queue builds and counts every reply, however many and large,
+ * and holds none: it never fills, and a flush writes nothing.
+ */
+static void
+test_oq_mute_counts_and_drops(void **state)
+{
+	struct oqueue *q = *state;
+	struct reply r;
+	uint8_t *p;
+
+	assert_int_equal(pkt_reply_status(q, 1, 0, NULL), 0);
+	oq_mute(q);
+	assert_int_equal(oq_pending(q), 0);
+	for (uint32_t i = 0; i < 64; i++) {
+		p = pkt_data_begin(q, &r, i, SFTP_MAX_READ);
+		assert_non_null(p);
+		pkt_data_end(q, &r, SFTP_MAX_READ);
+		assert_int_equal(pkt_reply_status(q, i, 4, NULL), 0);
+		assert_int_equal(oq_pending(q), 0);
+	}
+	assert_int_equal(q->nreplies, 1 + 2 * 64);
+	assert_int_equal(oq_flush(q, -1), 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -2382,6 +2486,13 @@ main(int argc, char **argv)
 		    teardown_queue),
 		cmocka_unit_test_setup_teardown(
 		    test_oq_flush_closed_pipe_is_epipe, setup_queue,
+		    teardown_queue),
+		/* The end of a session. */
+		cmocka_unit_test_setup_teardown(
+		    test_pkt_begin_after_partial_write_fits_largest_reply,
+		    setup_queue, teardown_queue),
+		cmocka_unit_test_setup_teardown(
+		    test_oq_mute_counts_and_drops, setup_queue,
 		    teardown_queue),
 	};
 
