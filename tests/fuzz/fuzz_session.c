@@ -209,17 +209,22 @@ __ubsan_on_report(void)
 	jail_leave();
 }
 
-/* abort() and failed assertions are reported by ASan, through the hook. */
+/*
+ * abort() and failed assertions are reported by ASan, through the hook.
+ * No colours: deciding them asks whether stderr is a terminal, with an
+ * ioctl(2) that the session's sandbox traps, which would kill the process
+ * in the middle of its report.
+ */
 const char *
 __asan_default_options(void)
 {
-	return "handle_abort=1:handle_sigill=1:halt_on_error=1";
+	return "handle_abort=1:handle_sigill=1:halt_on_error=1:color=never";
 }
 
 const char *
 __ubsan_default_options(void)
 {
-	return "halt_on_error=1:print_stacktrace=1";
+	return "halt_on_error=1:print_stacktrace=1:color=never";
 }
 
 /* A finding, or a harness that cannot go on: report and abort. */
@@ -844,8 +849,8 @@ LLVMFuzzerInitialize(int *argcp, char ***argvp)
 {
 	struct rlimit rl;
 	const char *tmp, *path;
-	char symbol[256];
-	int p[2];
+	char symbol[256], filler[FD_HIGH];
+	int p[2], fd;
 
 	(void)argcp;
 	(void)argvp;
@@ -894,10 +899,19 @@ LLVMFuzzerInitialize(int *argcp, char ***argvp)
 	 * The sanitizers' symbolizer is a process of its own, started at the
 	 * first report; a session's sandbox refuses to start processes, so
 	 * it starts here, and reports from inside a session read it through
-	 * its pipes.
+	 * its pipes.  They are made at FD_HIGH or above, where the session
+	 * thread keeps them: it closes the descriptors below.
 	 */
+	memset(filler, 0, sizeof filler);
+	while ((fd = dup(null_fd)) != -1 && fd < FD_HIGH)
+		filler[fd] = 1;
+	if (fd != -1)
+		(void)close(fd);
 	__sanitizer_symbolize_pc(__builtin_return_address(0), "%p %F %L",
 	    symbol, sizeof symbol);
+	for (fd = 0; fd < FD_HIGH; fd++)
+		if (filler[fd])
+			(void)close(fd);
 	if (setenv("SSH_CONNECTION", "192.0.2.1 50022 192.0.2.2 22", 1) == -1)
 		fail("setenv");
 
