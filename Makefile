@@ -186,7 +186,8 @@ tests/fuzz/fuzz_packet: tests/fuzz/fuzz_packet.c packet.c packet.h \
 fuzz-run: $(FUZZERS)
 	tests/fuzz/run-fuzz.sh -k -t $(SECONDS)
 
-# The corpus as a regression test, then 25 seconds of fuzzing each.
+# The corpus as a regression test, then 25 seconds of fuzzing each (whole
+# sessions twice: on storage that never waits, and on storage that waits).
 fuzz-check: $(FUZZERS)
 	tests/fuzz/run-fuzz.sh
 

@@ -744,6 +744,26 @@ deferring(void)
 	return jobs_count() > 0;
 }
 
+#ifdef SFTP_FUZZ
+/*
+ * The fuzz harness's storage that waits (tests/fuzz/fuzz_session.c).  Set,
+ * the session starts as if its storage waited (requests_init()), no READ
+ * finds its data in the page cache (read_cached()), and each job calls it
+ * with its request id before its system calls, in the thread that makes
+ * them: the harness sleeps there as storage would, for as long as the id
+ * says, so that later jobs can finish before earlier ones.
+ */
+void (*sftp_fuzz_storage_wait)(uint32_t);
+#define FUZZ_STORAGE_WAITS()	(sftp_fuzz_storage_wait != NULL)
+#define FUZZ_STORAGE_CALL(j)	do {					\
+	if (sftp_fuzz_storage_wait != NULL)				\
+		sftp_fuzz_storage_wait((j)->id);			\
+} while (0)
+#else
+#define FUZZ_STORAGE_WAITS()	0
+#define FUZZ_STORAGE_CALL(j)	do { } while (0)
+#endif
+
 /*
  * The look at a file system that handles of known files share: found by
  * st_dev, else the oldest one made over (at 0: to be looked at).
@@ -818,6 +838,7 @@ run_job(struct job *j)
 	struct timing t;
 
 	timing_start(&t, 1);
+	FUZZ_STORAGE_CALL(j);
 	switch (j->op) {
 	case OP_READ:
 		j->n = fileio_read_full(j->fd, j->buf, j->len, j->off);
@@ -896,6 +917,10 @@ read_cached(int fd, uint8_t *buf, size_t len, off_t off)
 	size_t got = 0;
 	ssize_t n;
 
+	if (FUZZ_STORAGE_WAITS()) {
+		errno = EAGAIN;
+		return -1;
+	}
 	while (got < len) {
 		n = sys_pread_nowait(fd, buf + got, len - got,
 		    off + (off_t)got);
@@ -3222,7 +3247,7 @@ requests_init(const struct session *s, struct oqueue *q)
 	oq = q;
 	init_done = 0;
 	given_up = 0;
-	waiting = 0;
+	waiting = FUZZ_STORAGE_WAITS();
 	streak = 0;
 	cmask = umask(0);
 	(void)umask(cmask);

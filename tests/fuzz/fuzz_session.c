@@ -41,6 +41,38 @@
  *			fails)
  *	0x00020000	-r ~alice: the session must not reach outside
  *			home/alice
+ *	0x00040000	storage that waits (below)
+ *	0x00180000	-T: 0 the default (64), 1 "-T 2", 2 "-T 4",
+ *			3 "-T 128"
+ *	0x00200000	the client reads the replies slowly (16 KiB every
+ *			50 us), when stdout is a pipe: the server's writes
+ *			block, and a signal (below) may cut one short
+ *
+ * Storage that waits: the jail's tmpfs never makes a call wait, so the
+ * server would make every storage call in its loop, none in its workers
+ * (the comment above SLOW_NS in requests.c).  With this bit the
+ * server (built with -DSFTP_FUZZ, requests.c) starts as if its storage
+ * waited, finds no READ's data in the page cache, and before each job's
+ * system calls calls storage_wait() below with the job's request id,
+ * in the thread that makes them.  So requests go to the server's workers,
+ * the job ring and the arena fill, and replies are collected and sent in
+ * order while later jobs finish first.  The id (the client's choice, so
+ * the fuzzer's) says what the storage does:
+ *	0x0000000f	the call waits 20 us times the square of these bits,
+ *			up to 4.5 ms (15); at 0 it does not wait at all, from
+ *			3 up (180 us) the server sees a call that waited, and
+ *			1 and 2 count either way, as the timers' slack goes
+ *	0x40000000	the call hangs: HANG_MS, longer than the server's
+ *			give-up time after a signal (ABANDON_MS, 20 ms in
+ *			the fuzz build)
+ *	0x80000000	SIGTERM comes to the session once the call has
+ *			waited: it may find the loop anywhere, writing its
+ *			replies included
+ * A session that is sent a signal ends as a real one does: end_session()
+ * waits for the calls in flight, gives up on those that hang, and closes
+ * every handle.  A real server then exits, which closes the descriptors
+ * of the calls given up: after a session that was sent a signal, the
+ * harness closes what it left open instead of reporting it.
  *
  * Under -r the harness checks the confinement.  MARKER is 16 random bytes,
  * new for each session, written every 64 bytes of "file" and into the name
@@ -60,7 +92,10 @@
  *
  * For debugging, FUZZ_SESSION_OUT=file appends the replies to file (stdout
  * is then a file, not a pipe) and FUZZ_SESSION_LOG=file appends the
- * server's log on stderr to file.
+ * server's log on stderr to file.  FUZZ_SESSION_STATS=1 prints at exit how
+ * many storage calls waited, how many of them in the server's workers,
+ * and how many signals came (run-fuzz.sh checks that its corpus hands
+ * work to the workers).
  */
 #define _GNU_SOURCE	/* memfd_create(), unshare(), CLONE_FS, memmem() */
 
@@ -78,6 +113,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pthread.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -119,14 +155,28 @@
 #define CFG_UMASK	0x00004000
 #define CFG_DIR_SHIFT	15
 #define CFG_ROOT	0x00020000
+#define CFG_WAIT	0x00040000
+#define CFG_OPS_SHIFT	19
+#define CFG_SLOW_READER	0x00200000
+
+/* The ids of storage that waits (see above). */
+#define WAIT_UNITS	0x0000000f
+#define WAIT_UNIT_NS	20000
+#define WAIT_HANG	0x40000000
+#define WAIT_SIGNAL	0x80000000
+#define HANG_MS		60
+/* The slow reader of the replies. */
+#define SLOW_READ	16384
+#define SLOW_READ_NS	50000
 
 /* The -r root, as the jail and as the server name it. */
 #define ROOT_IN_JAIL	"home/alice"
 #define ROOT_ARG	"~alice"
 
-/* From sftp-server.c built with -DSFTP_FUZZ. */
+/* From sftp-server.c and requests.c built with -DSFTP_FUZZ. */
 extern jmp_buf sftp_fuzz_exit;
 extern int sftp_fuzz_status;
+extern void (*sftp_fuzz_storage_wait)(uint32_t);
 
 int	LLVMFuzzerInitialize(int *, char ***);
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
@@ -152,7 +202,7 @@ static int out_fd = -1;		/* memfd: the replies, when kept */
 static int pipe_r = -1, pipe_w = -1;
 static int trace_fd = -1;
 
-static pthread_t worker, drainer;
+static pthread_t fuzzer, session, drainer;
 static sem_t go, done;
 static const uint8_t *input;
 static size_t input_len;
@@ -161,6 +211,17 @@ static int setup_errno;
 
 /* Set in the session thread while it is inside the jail. */
 static _Thread_local int in_jail;
+/*
+ * Set while the session thread is inside the jail: so are the server's
+ * workers, which share its root and descriptors.
+ */
+static volatile sig_atomic_t jail_shared;
+/* Whether storage_wait() sent a signal in this session. */
+static int waits_signalled;
+/* What storage_wait() saw, ever (FUZZ_SESSION_STATS). */
+static unsigned long stats_calls, stats_in_workers, stats_signals;
+/* The drainer reads the replies slowly (CFG_SLOW_READER). */
+static int slow_reader;
 
 static uint64_t rng;
 static uint8_t marker[MARKER_LEN];
@@ -181,14 +242,18 @@ static const char group_text[] =
 /*
  * Leaves the jail and gives stderr back, so that a sanitizer report and
  * libFuzzer's crash file reach the real file system.  Async-signal-safe;
- * does nothing outside the session thread.
+ * does nothing outside the session thread and the server's workers.
  */
 static void
 jail_leave(void)
 {
-	if (!in_jail)
+	pthread_t self = pthread_self();
+
+	if (!in_jail && (!jail_shared || pthread_equal(self, fuzzer) ||
+	    pthread_equal(self, drainer)))
 		return;
 	in_jail = 0;
+	jail_shared = 0;
 	(void)dup2(err_fd, STDERR_FILENO);
 	if (jailed) {
 		(void)fchdir(root_fd);
@@ -209,17 +274,22 @@ __ubsan_on_report(void)
 	jail_leave();
 }
 
-/* abort() and failed assertions are reported by ASan, through the hook. */
+/*
+ * abort() and failed assertions are reported by ASan, through the hook.
+ * No colours: deciding them asks whether stderr is a terminal, with an
+ * ioctl(2) that the session's sandbox traps, which would kill the process
+ * in the middle of its report.
+ */
 const char *
 __asan_default_options(void)
 {
-	return "handle_abort=1:handle_sigill=1:halt_on_error=1";
+	return "handle_abort=1:handle_sigill=1:halt_on_error=1:color=never";
 }
 
 const char *
 __ubsan_default_options(void)
 {
-	return "halt_on_error=1:print_stacktrace=1";
+	return "halt_on_error=1:print_stacktrace=1:color=never";
 }
 
 /* A finding, or a harness that cannot go on: report and abort. */
@@ -563,6 +633,7 @@ make_argv(uint32_t cfg, char **argv)
 		{ "-e", "-l", "QUIET", NULL },
 	};
 	static char *dirs[4] = { NULL, "%d", "~alice", "/nowhere/%U" };
+	static char *ops[4] = { NULL, "2", "4", "128" };
 	unsigned log = (cfg >> CFG_LOG_SHIFT) & 3;
 	int argc = 0;
 
@@ -596,31 +667,104 @@ make_argv(uint32_t cfg, char **argv)
 		argv[argc++] = "-r";
 		argv[argc++] = ROOT_ARG;
 	}
+	if (ops[(cfg >> CFG_OPS_SHIFT) & 3] != NULL) {
+		argv[argc++] = "-T";
+		argv[argc++] = ops[(cfg >> CFG_OPS_SHIFT) & 3];
+	}
 	argv[argc] = NULL;
 	return argc;
 }
 
-/* A descriptor below FD_LIMIT other than 0 to 2 leaked from the session. */
+/*
+ * A descriptor below FD_LIMIT other than 0 to 2 leaked from the session.
+ * Once a signal came, the session may have given up storage calls (those
+ * that hung, or any, on a machine busy enough): their descriptors are left
+ * for the process's exit to close, and are closed here.
+ */
 static void
 check_fds(void)
 {
+	int exited = waits_signalled;
+
 	for (int fd = 0; fd < FD_LIMIT; fd++) {
 		if ((fcntl(fd, F_GETFD) != -1) == (fd <= STDERR_FILENO))
 			continue;
+		if (exited && fd > STDERR_FILENO) {
+			(void)close(fd);
+			continue;
+		}
 		errno = 0;
 		fail("descriptor %d %s after the session", fd,
 		    fd <= STDERR_FILENO ? "closed" : "left open");
 	}
 }
 
+/*
+ * Storage that waits (see above): called by the server before the system
+ * calls of the job of request id, in the thread that makes them (one of
+ * its workers, or the session thread).  Sleeps in ppoll(2), which the
+ * sandbox allows, so that the server sees a call that slept.
+ */
 static void
-run_server(int argc, char **argv)
+storage_wait(uint32_t id)
 {
+	struct timespec ts;
+
+	__atomic_add_fetch(&stats_calls, 1, __ATOMIC_RELAXED);
+	if (!pthread_equal(pthread_self(), session))
+		__atomic_add_fetch(&stats_in_workers, 1, __ATOMIC_RELAXED);
+	if (id & WAIT_HANG) {
+		ts.tv_sec = HANG_MS / 1000;
+		ts.tv_nsec = HANG_MS % 1000 * 1000000L;
+	} else {
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)(id & WAIT_UNITS) * (id & WAIT_UNITS) *
+		    WAIT_UNIT_NS;
+	}
+	/* Its end, whatever cuts it short: a call that waits, waits. */
+	while ((ts.tv_sec != 0 || ts.tv_nsec != 0) &&
+	    ppoll(NULL, 0, &ts, NULL) == -1 && errno == EINTR)
+		continue;
+	if (id & WAIT_SIGNAL) {
+		__atomic_store_n(&waits_signalled, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&stats_signals, 1, __ATOMIC_RELAXED);
+		if ((errno = pthread_kill(session, SIGTERM)) != 0)
+			fail("pthread_kill");
+	}
+}
+
+/*
+ * The session, on the options of cfg.  With storage that waits, SIGTERM
+ * may end it as it would a real one: it is let in while the server runs.
+ */
+static void
+run_server(uint32_t cfg, int argc, char **argv)
+{
+	sigset_t term;
+	int flags;
+
+	waits_signalled = 0;
+	__atomic_store_n(&slow_reader, (cfg & CFG_SLOW_READER) != 0,
+	    __ATOMIC_RELAXED);
+	sftp_fuzz_storage_wait = (cfg & CFG_WAIT) ? storage_wait : NULL;
+	(void)sigemptyset(&term);
+	(void)sigaddset(&term, SIGTERM);
+	if (cfg & CFG_WAIT)
+		(void)pthread_sigmask(SIG_UNBLOCK, &term, NULL);
 	if (setjmp(sftp_fuzz_exit) == 0) {
 		(void)sftp_server_main(argc, argv);
 		errno = 0;
 		fail("sftp_server_main() returned");
 	}
+	/*
+	 * The server's workers are gone (the end of the session waits for
+	 * them), and with them anything that sends a signal.
+	 */
+	(void)pthread_sigmask(SIG_BLOCK, &term, NULL);
+	sftp_fuzz_storage_wait = NULL;
+	/* The signal's handler made the shared pipe non-blocking. */
+	if ((flags = fcntl(pipe_w, F_GETFL)) != -1 && (flags & O_NONBLOCK))
+		(void)fcntl(pipe_w, F_SETFL, flags & ~O_NONBLOCK);
 }
 
 /* Appends the replies kept in out_fd to the trace file. */
@@ -671,7 +815,7 @@ run_session(void)
 	    dup2(log_fd, STDERR_FILENO) == -1)
 		fail("dup2");
 	(void)umask(022);
-	run_server(argc, argv);
+	run_server(cfg, argc, argv);
 	check_fds();
 	if (cfg & CFG_ROOT)
 		check_confinement();
@@ -682,16 +826,25 @@ run_session(void)
 	make_fixture();
 }
 
-/* Keeps the replies flowing: reads the pipe and drops them. */
+/*
+ * Keeps the replies flowing: reads the pipe and drops them; a slow reader
+ * (CFG_SLOW_READER) takes SLOW_READ bytes every SLOW_READ_NS.
+ */
 static void *
 drainer_main(void *arg)
 {
 	static uint8_t buf[256 * 1024];
+	struct timespec ts = { 0, SLOW_READ_NS };
 	ssize_t n;
 
 	(void)arg;
 	for (;;) {
-		n = read(pipe_r, buf, sizeof buf);
+		if (__atomic_load_n(&slow_reader, __ATOMIC_RELAXED)) {
+			(void)nanosleep(&ts, NULL);
+			n = read(pipe_r, buf, SLOW_READ);
+		} else {
+			n = read(pipe_r, buf, sizeof buf);
+		}
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -716,7 +869,7 @@ block_signals(void)
 }
 
 static void *
-worker_main(void *arg)
+session_main(void *arg)
 {
 	int fd;
 
@@ -754,6 +907,7 @@ worker_main(void *arg)
 		setup_errno = errno;
 	}
 	in_jail = 1;
+	jail_shared = 1;
 	enter_top();
 	make_fixture();
 	(void)sem_post(&done);
@@ -827,6 +981,17 @@ leave_on_exit(void)
 	jail_leave();
 }
 
+/* FUZZ_SESSION_STATS: what storage_wait() saw, at exit. */
+static void
+print_stats(void)
+{
+	dprintf(err_fd, "fuzz_session: storage that waits: %lu calls, %lu in "
+	    "the server's workers; %lu signals\n",
+	    __atomic_load_n(&stats_calls, __ATOMIC_RELAXED),
+	    __atomic_load_n(&stats_in_workers, __ATOMIC_RELAXED),
+	    __atomic_load_n(&stats_signals, __ATOMIC_RELAXED));
+}
+
 /* Removes the jail when libFuzzer exits. */
 static void
 remove_jail(void)
@@ -844,11 +1009,12 @@ LLVMFuzzerInitialize(int *argcp, char ***argvp)
 {
 	struct rlimit rl;
 	const char *tmp, *path;
-	char symbol[256];
-	int p[2];
+	char symbol[256], filler[FD_HIGH];
+	int p[2], fd;
 
 	(void)argcp;
 	(void)argvp;
+	fuzzer = pthread_self();
 	for (size_t i = 0; i < sizeof fixture_data; i++)
 		fixture_data[i] = (uint8_t)(i * 7 + i / 251);
 	if (getrandom(&rng, sizeof rng, 0) != sizeof rng || rng == 0)
@@ -894,10 +1060,19 @@ LLVMFuzzerInitialize(int *argcp, char ***argvp)
 	 * The sanitizers' symbolizer is a process of its own, started at the
 	 * first report; a session's sandbox refuses to start processes, so
 	 * it starts here, and reports from inside a session read it through
-	 * its pipes.
+	 * its pipes.  They are made at FD_HIGH or above, where the session
+	 * thread keeps them: it closes the descriptors below.
 	 */
+	memset(filler, 0, sizeof filler);
+	while ((fd = dup(null_fd)) != -1 && fd < FD_HIGH)
+		filler[fd] = 1;
+	if (fd != -1)
+		(void)close(fd);
 	__sanitizer_symbolize_pc(__builtin_return_address(0), "%p %F %L",
 	    symbol, sizeof symbol);
+	for (fd = 0; fd < FD_HIGH; fd++)
+		if (filler[fd])
+			(void)close(fd);
 	if (setenv("SSH_CONNECTION", "192.0.2.1 50022 192.0.2.2 22", 1) == -1)
 		fail("setenv");
 
@@ -923,7 +1098,8 @@ LLVMFuzzerInitialize(int *argcp, char ***argvp)
 		fail("sem_init");
 	if ((errno = pthread_create(&drainer, NULL, drainer_main,
 	    NULL)) != 0 ||
-	    (errno = pthread_create(&worker, NULL, worker_main, NULL)) != 0)
+	    (errno = pthread_create(&session, NULL, session_main,
+	    NULL)) != 0)
 		fail("pthread_create");
 	while (sem_wait(&done) == -1)
 		continue;
@@ -940,7 +1116,8 @@ LLVMFuzzerInitialize(int *argcp, char ***argvp)
 	rl.rlim_cur = FD_LIMIT;
 	if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
 		fail("RLIMIT_NOFILE");
-	if (atexit(remove_jail) != 0)
+	if (atexit(remove_jail) != 0 || (getenv("FUZZ_SESSION_STATS") != NULL &&
+	    atexit(print_stats) != 0))
 		fail("atexit");
 	return 0;
 }

@@ -5,6 +5,10 @@ tests/fuzz/fuzz-corpus/session/ gets whole client sessions for fuzz_session:
 INIT first, then requests sent without waiting for replies, covering every
 request type, the options the INIT version word selects (see the comment
 at the top of tests/fuzz/fuzz_session.c) and the ways a session ends.
+tests/fuzz/fuzz-corpus/session-wait/ gets sessions on storage that waits
+(the version word's CFG_WAIT): deep pipelines that fill the job ring and
+the arena, READs past the end of files, slow CLOSEs, signals while storage
+hangs, and some of the sessions above again.
 tests/fuzz/fuzz-corpus/packet/ gets inputs for fuzz_packet: three bytes that
 set its input buffer, read sizes and reply queue, then a session.
 
@@ -53,6 +57,15 @@ DIR_HOME = 1 << 15
 DIR_ALICE = 2 << 15
 DIR_MISSING = 3 << 15
 CFG_ROOT = 0x00020000
+CFG_WAIT = 0x00040000
+OPS_2 = 1 << 19
+OPS_4 = 2 << 19
+OPS_128 = 3 << 19
+CFG_SLOW_READER = 0x00200000
+
+# Request ids under CFG_WAIT: what the storage of the request's job does.
+WAIT_HANG = 0x40000000
+WAIT_SIGNAL = 0x80000000
 
 INT64_MAX = (1 << 63) - 1
 RW = SSH_FXF_READ | SSH_FXF_WRITE
@@ -71,9 +84,15 @@ class Session:
     def raw(self, data):
         self.parts.append(bytes(data))
 
-    def req(self, request):
+    def req(self, request, wait=None, flags=0):
+        """A request; under CFG_WAIT, its id says how long its storage
+        waits: 20 us times the square of the id's low 4 bits (wait, 0 to
+        15), which otherwise run 1, 2, ... 15, 0 with the requests; flags:
+        WAIT_HANG, WAIT_SIGNAL.
+        """
         self.rid += 1
-        self.parts.append(encode_request(self.rid, request))
+        rid = self.rid if wait is None else self.rid << 4 | wait
+        self.parts.append(encode_request(rid | flags, request))
 
     def _new_handle(self):
         if self.free:
@@ -98,6 +117,11 @@ class Session:
         slot = struct.unpack(">I", handle[:4])[0]
         self.gens[slot] += 1
         self.free.append(slot)
+
+    def close_in_flight(self, handle, wait=None, flags=0):
+        """CLOSE under CFG_WAIT: its slot is freed when its job is done,
+        which may come after later OPENs took new slots: none is reused."""
+        self.req(req_close(handle), wait, flags)
 
     def data(self):
         return b"".join(self.parts)
@@ -622,6 +646,254 @@ def bug_copy_data_append_woff():
     return s
 
 
+# Storage that waits (CFG_WAIT): requests go to the server's workers, and
+# the ids say how long each job's storage waits, so that later ones finish
+# first.  Deep pipelines fill the job ring (128 jobs) and the 4 MiB arena;
+# the end of the input comes with jobs in flight.
+
+
+def w_reads_pipeline():
+    s = Session(3 | CFG_WAIT)
+    h = s.open("file", SSH_FXF_READ)
+    for i in range(60):
+        s.req(req_read(h, i * 997 % 24000, 4096 if i % 5 else 0))
+    s.req(req_read(h, 20000, 16384))
+    s.req(req_read(h, 1 << 30, 10))
+    s.req(req_fstat(h))
+    s.close_in_flight(h)
+    s.req(req_read(h, 0, 10))
+    return s
+
+
+def w_arena_full():
+    """READs of 256 KiB hold the arena's 4 MiB: later ones wait for room."""
+    s = Session(3 | CFG_WAIT)
+    h = s.open("file", SSH_FXF_READ)
+    for i in range(40):
+        s.req(req_read(h, (i % 3) * 10000, 262144))
+    s.req(req_read(h, 0, 100000))
+    for i in range(20):
+        s.req(req_read(h, 30000 + i, 200000 + i * 1000))
+    s.close_in_flight(h)
+    return s
+
+
+def w_arena_wrap():
+    """The arena wraps while READs that hold bytes are in flight."""
+    s = Session(3 | CFG_WAIT)
+    h = s.open("file", SSH_FXF_READ)
+    for i in range(15):
+        s.req(req_read(h, 0, 262144), wait=1)
+    s.req(req_read(h, 0, 200000), wait=15)
+    for i in range(30):
+        s.req(req_read(h, i * 100, 262144 - i * 4096), wait=i % 16)
+    s.close_in_flight(h)
+    return s
+
+
+def w_ring_full():
+    """More jobs than the ring holds, behind a slow one: zero-sized ones,
+    then stats."""
+    s = Session(3 | CFG_WAIT)
+    h = s.open("file", SSH_FXF_READ)
+    s.req(req_fstat(h), wait=15)
+    for i in range(150):
+        s.req(req_fstat(h), wait=i % 3)
+    for p in ("file", "dir", "link", "missing", "dir/a") * 10:
+        s.req(req_stat(p))
+        s.req(req_lstat(p))
+    s.close_in_flight(h)
+    return s
+
+
+def w_past_eof():
+    """READs past the end of an empty file: jobs that read nothing."""
+    s = Session(3 | CFG_WAIT)
+    e = s.open("empty", RW | SSH_FXF_CREAT)
+    h = s.open("file", SSH_FXF_READ)
+    for i in range(40):
+        s.req(req_read(e, i * 65536, 65536))
+        s.req(req_read(h, 20000 + i, 262144))
+    s.req(req_read(e, 0, 0))
+    s.close_in_flight(h, wait=15)
+    s.req(req_write(e, 0, b"now it holds this"))
+    for i in range(20):
+        s.req(req_read(e, i, 262144))
+    s.close_in_flight(e)
+    return s
+
+
+def w_turns_fast():
+    """Storage that stops waiting: 32 calls in a row that did not wait
+    send the session back to the loop, and the requests behind one still
+    in flight are jobs run there."""
+    s = Session(3 | CFG_WAIT)
+    h = s.open("file", SSH_FXF_READ)
+    for i in range(40):
+        s.req(req_fstat(h), wait=0)
+    s.req(req_realpath("."))
+    s.req(req_read(h, 0, 1000), wait=15)
+    for i in range(10):
+        s.req(req_fstat(h), wait=0)
+        s.req(req_stat("file"), wait=0)
+        s.req(req_read(h, i * 100, 100), wait=0)
+    s.close_in_flight(h)
+    return s
+
+
+def w_writes():
+    s = Session(3 | CFG_WAIT)
+    h = s.open("w", RW | SSH_FXF_CREAT | SSH_FXF_TRUNC)
+    a = s.open("a", SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_APPEND)
+    for i in range(40):
+        s.req(req_write(h, i * 48 % 1000, bytes([65 + i % 26]) * 64))
+        if i % 4 == 0:
+            s.req(req_read(h, i * 40, 128))
+            s.req(req_write(a, 0, b"append %d\n" % i))
+    s.req(req_fstat(h))
+    s.req(req_fsetstat(h, Attrs(size=500)))
+    s.req(req_read(h, 0, 2000))
+    s.req(req_write(h, 1 << 63, b"x"))
+    s.close_in_flight(h)
+    s.close_in_flight(a)
+    s.req(req_stat("w"))
+    return s
+
+
+def w_open_close():
+    """OPENs and CLOSEs in flight beside each other, and the rule between
+    creating OPENs."""
+    s = Session(3 | CFG_WAIT)
+    hs = []
+    for i in range(12):
+        hs.append(s.open("n%d" % (i % 4), SSH_FXF_WRITE | SSH_FXF_CREAT))
+        s.req(req_open("x%d" % (i % 3), SSH_FXF_WRITE | SSH_FXF_CREAT |
+                       SSH_FXF_EXCL))
+        s.req(req_open("missing/%d" % i, SSH_FXF_READ))
+        s.req(req_stat("n%d" % (i % 4)))
+    for i, h in enumerate(hs):
+        s.req(req_write(h, 0, b"w"))
+        s.close_in_flight(h, wait=15 if i % 3 == 0 else None)
+        s.req(req_open("file", SSH_FXF_READ))
+    s.req(req_open("dir", SSH_FXF_READ))
+    return s
+
+
+def w_readdir():
+    s = Session(3 | CFG_WAIT)
+    for i in range(40):
+        s.req(req_mkdir("d/%02d" % i) if i else req_mkdir("d"))
+    h = s.opendir("d")
+    h2 = s.opendir("dir")
+    h3 = s.open("file", SSH_FXF_READ)
+    for _ in range(3):
+        s.req(req_readdir(h))
+        s.req(req_readdir(h2))
+        s.req(req_read(h3, 0, 8192))
+    s.req(req_lstat("d/05"))
+    s.close(h)
+    s.close(h2)
+    s.close_in_flight(h3)
+    return s
+
+
+def w_few_workers():
+    """-T 2: the jobs queue for two workers."""
+    s = Session(3 | CFG_WAIT | OPS_2)
+    h = s.open("file", SSH_FXF_READ)
+    w = s.open("w", RW | SSH_FXF_CREAT)
+    for i in range(50):
+        s.req(req_read(h, i * 400, 4096))
+        s.req(req_write(w, i * 10, b"0123456789"))
+        s.req(req_fstat(w))
+    s.close_in_flight(w, wait=15)
+    s.close_in_flight(h)
+    return s
+
+
+def w_slow_reader():
+    """Replies of 255 KiB to a client that reads them slowly: the writes
+    block while READs are in flight.  1.5 MiB in all: with FUZZ_SESSION_OUT
+    (--check), replies go to a file, which RLIMIT_FSIZE bounds."""
+    s = Session(3 | CFG_WAIT | CFG_SLOW_READER | OPS_4)
+    b = s.open("big", RW | SSH_FXF_CREAT)
+    s.req(req_fsetstat(b, Attrs(size=3 << 20)))
+    h = s.open("big", SSH_FXF_READ)
+    for i in range(6):
+        s.req(req_read(h, i * 261120, 261120), wait=i * 7 % 16)
+    s.close_in_flight(h)
+    s.close_in_flight(b)
+    return s
+
+
+def w_signal_in_flight():
+    """SIGTERM while READs and a slow CLOSE are in flight: the end of the
+    session waits for them and answers them."""
+    s = Session(3 | CFG_WAIT | LOG_INFO | CFG_DEVNULL)
+    h = s.open("file", SSH_FXF_READ)
+    w = s.open("w", RW | SSH_FXF_CREAT)
+    s.req(req_write(w, 0, b"written before the signal"))
+    for i in range(30):
+        s.req(req_read(h, i * 600, 32768))
+    s.req(req_read(h, 0, 4096), wait=15, flags=WAIT_SIGNAL)
+    for i in range(30):
+        s.req(req_read(h, i * 600, 262144))
+    s.close_in_flight(w, wait=15)
+    s.close_in_flight(h)
+    return s
+
+
+def w_signal_hang():
+    """SIGTERM while storage hangs: the session gives up the calls that
+    hang (a READ, a WRITE, a CLOSE, an OPEN, a STAT) and ends without
+    them; the parts of a READDIR are answered or given up."""
+    s = Session(3 | CFG_WAIT | LOG_INFO | CFG_DEVNULL)
+    d = s.opendir("dir")
+    h = s.open("file", SSH_FXF_READ)
+    w = s.open("w", RW | SSH_FXF_CREAT)
+    c = s.open("c", RW | SSH_FXF_CREAT)
+    s.req(req_write(c, 0, b"before"), wait=0)
+    for i in range(10):
+        s.req(req_read(h, i * 900, 8192))
+    s.req(req_write(w, 100, b"hangs"), flags=WAIT_HANG)
+    s.close_in_flight(c, flags=WAIT_HANG)
+    s.req(req_read(h, 0, 4096), flags=WAIT_HANG)
+    s.req(req_open("file", SSH_FXF_READ), flags=WAIT_HANG)
+    s.req(req_stat("file"), flags=WAIT_HANG)
+    s.req(req_readdir(d), wait=3)
+    s.req(req_read(h, 100, 4096), wait=3, flags=WAIT_SIGNAL)
+    for i in range(10):
+        s.req(req_read(h, i * 900, 8192))
+    return s
+
+
+def w_signal_hang_close():
+    """The one call that hangs is a CLOSE; the signal comes from a job
+    beside it."""
+    s = Session(3 | CFG_WAIT | CFG_DEVNULL)
+    h = s.open("file", SSH_FXF_READ)
+    s.req(req_read(h, 0, 100))
+    s.close_in_flight(h, flags=WAIT_HANG)
+    s.req(req_stat("file"), wait=2, flags=WAIT_SIGNAL)
+    return s
+
+
+# Sessions above, with storage that waits.
+WAITING = ["file-io", "open-flags", "read-sendfile", "big-reads", "readdir",
+           "readdir-big", "stat", "copy-data", "handles-exhausted",
+           "confined", "write-offsets"]
+
+
+def waiting(make):
+    def variant():
+        s = make()
+        version = struct.unpack(">I", s.parts[0][5:9])[0]
+        s.parts[0] = s.parts[0][:5] + u32(version | CFG_WAIT) + \
+            s.parts[0][9:]
+        return s
+    return variant
+
+
 SESSIONS = [
     ("init", s_init),
     ("init-extensions", s_init_extensions),
@@ -662,6 +934,26 @@ SESSIONS = [
     ("write-offsets", s_write_offsets),
     ("bug-copy-data-append-woff", bug_copy_data_append_woff),
 ]
+
+# fuzz-corpus/session-wait/: storage that waits.
+WAIT_SESSIONS = [
+    ("wait-reads-pipeline", w_reads_pipeline),
+    ("wait-arena-full", w_arena_full),
+    ("wait-arena-wrap", w_arena_wrap),
+    ("wait-ring-full", w_ring_full),
+    ("wait-past-eof", w_past_eof),
+    ("wait-writes", w_writes),
+    ("wait-open-close", w_open_close),
+    ("wait-readdir-lstats", w_readdir),
+    ("wait-few-workers", w_few_workers),
+    ("wait-turns-fast", w_turns_fast),
+    ("wait-slow-reader", w_slow_reader),
+    ("wait-signal-in-flight", w_signal_in_flight),
+    ("wait-signal-hang", w_signal_hang),
+    ("wait-signal-hang-close", w_signal_hang_close),
+]
+WAIT_SESSIONS += [("wait-" + name, waiting(make)) for name, make in SESSIONS
+                  if name in WAITING]
 
 
 # ---------------------------------------------------------------------------
@@ -716,8 +1008,9 @@ def write_seed(directory, name, data):
 
 def check(binary):
     """Runs each session seed and prints what the server answered."""
-    for name, _ in SESSIONS:
-        path = os.path.join(CORPUS, "session", name)
+    for directory, name in ([("session", n) for n, _ in SESSIONS] +
+                            [("session-wait", n) for n, _ in WAIT_SESSIONS]):
+        path = os.path.join(CORPUS, directory, name)
         with tempfile.NamedTemporaryFile() as out:
             env = dict(os.environ, FUZZ_SESSION_OUT=out.name)
             run = subprocess.run([binary, path], env=env,
@@ -749,11 +1042,15 @@ def main():
         raise SystemExit("usage: make-fuzz-corpus.py [--check FUZZ_SESSION]")
     for name, make in SESSIONS:
         write_seed(os.path.join(CORPUS, "session"), name, make().data())
+    for name, make in WAIT_SESSIONS:
+        write_seed(os.path.join(CORPUS, "session-wait"), name,
+                   make().data())
     for name, head, make in PACKETS:
         write_seed(os.path.join(CORPUS, "packet"), name,
                    head + make().data())
-    print("%d session seeds, %d packet seeds in %s" %
-          (len(SESSIONS), len(PACKETS), os.path.relpath(CORPUS)))
+    print("%d session seeds, %d with storage that waits, %d packet seeds "
+          "in %s" % (len(SESSIONS), len(WAIT_SESSIONS), len(PACKETS),
+                     os.path.relpath(CORPUS)))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,10 @@
 # (tests/fuzz/fuzz_session, tests/fuzz/fuzz_packet).  First every input of
 # each seed corpus (tests/fuzz/fuzz-corpus/NAME/) once, as a regression
 # test; then each harness fuzzes for a while, starting from its corpus.
+# fuzz_session runs twice: on the sessions of session/, and on those of
+# session-wait/, on storage that waits (see tests/fuzz/fuzz_session.c),
+# whose corpus must also reach the server's workers, the collection and
+# answer of their jobs, and the calls given up after a signal.
 #
 # Usage: tests/fuzz/run-fuzz.sh [-k] [-t seconds]
 #   -t seconds  how long each harness fuzzes (default 25; 0: corpus only)
@@ -16,8 +20,9 @@
 # corpus: to keep one, minimise it into the corpus by hand
 # (fuzz_NAME -merge=1 tests/fuzz/fuzz-corpus/NAME SCRATCH/NAME).
 #
-# Output: one "ok - NAME" / "FAIL - NAME: ..." line per corpus input and per
-# fuzzing run (with libFuzzer's figures: executions, cov, ft, corpus), then
+# Output: one "ok - NAME" / "FAIL - NAME: ..." line per corpus input, per
+# function session-wait must reach and per fuzzing run (with libFuzzer's
+# figures: executions, cov, ft, corpus), then
 # "N passed, M failed" (", K skipped" when fuzz_session cannot jail itself
 # here: it needs root or user namespaces).  Exit status 1 if any failed.
 
@@ -93,6 +98,36 @@ regress() {
 	return 0
 }
 
+# What the corpus of session-wait must reach: storage calls made in the
+# server's workers (the harness counts them, FUZZ_SESSION_STATS), and, by
+# the coverage libFuzzer prints, the functions that take note of finished
+# jobs (jobs_collect), answer them (requests_reap) and give up calls that
+# hang after a signal (requests_abandon).
+WAIT_REACHES="jobs_collect requests_reap requests_abandon"
+reaches() {
+	name=$1 bin=$2 dir=$CORPUS/$1
+	log=$S/$name-coverage.log
+	FUZZ_SESSION_STATS=1 "$bin" -runs=0 -timeout=10 -rss_limit_mb=2048 \
+	    -print_coverage=1 "$dir" >"$log" 2>&1
+	stats=$(grep '^fuzz_session: storage that waits' "$log")
+	n=$(echo "$stats" |
+	    sed -n 's/.* \([0-9]*\) in the server.s workers.*/\1/p')
+	if [ "${n:-0}" -gt 0 ]; then
+		pass "$name corpus: storage calls in the server's workers ($n)"
+	else
+		fail "$name corpus: storage calls in the server's workers"\
+ "expected some, got ${stats:-no count} (log: $log)"
+	fi
+	for fn in $WAIT_REACHES; do
+		if grep -q "^COVERED_FUNC: .* $fn " "$log"; then
+			pass "$name corpus reaches $fn"
+		else
+			fail "$name corpus reaches $fn" "expected $fn among\
+ the functions its corpus covers, got none (log: $log)"
+		fi
+	done
+}
+
 # Fuzzing from the corpus; new inputs and crash files go to the scratch.
 fuzz() {
 	name=$1 bin=$2 maxlen=$3
@@ -118,16 +153,17 @@ fuzz() {
 	fi
 }
 
-for name in session packet; do
-	bin=$HERE/fuzz_$name
+for name in session session-wait packet; do
+	bin=$HERE/fuzz_${name%-wait}
 	if [ ! -x "$bin" ]; then
 		fail "$name" "expected $bin, got none (make fuzz builds it)"
 		continue
 	fi
 	regress "$name" "$bin" || continue
+	[ "$name" = session-wait ] && reaches "$name" "$bin"
 	if [ "$SECONDS_EACH" -gt 0 ]; then
 		case $name in
-		session) fuzz session "$bin" 8192 -dict="$CORPUS/sftp.dict" ;;
+		session*) fuzz "$name" "$bin" 8192 -dict="$CORPUS/sftp.dict" ;;
 		packet) fuzz packet "$bin" 8192 ;;
 		esac
 	fi
