@@ -215,6 +215,7 @@ end_session(int status)
 	fs_reset();
 	ending = 0;
 	out_gone = 0;
+	lingering = 0;
 	/*
 	 * A signal the harness sent from a job ended this session, not the
 	 * next: the workers that send them are gone by now.
