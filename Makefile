@@ -32,13 +32,13 @@ TSANFLAGS = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 PYTHON ?= /usr/bin/python3
 
 # The server without main(): the fuzz harness links these.
-LIB_SRCS = sftp-server.c requests.c packet.c handles.c attrib.c log.c path.c \
-	fs.c rootcheck.c pipes.c digest.c xferlog.c fileio.c sys-gnu.c sandbox.c \
-	jobs.c
+LIB_SRCS = sftp-server.c requests.c sched.c packet.c handles.c attrib.c \
+	log.c path.c fs.c rootcheck.c pipes.c digest.c xferlog.c fileio.c \
+	sys-gnu.c sandbox.c jobs.c
 SRCS = sftp-server-main.c $(LIB_SRCS)
-HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
-	fs.h rootcheck.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h sandbox.h \
-	jobs.h sysnames.h
+HDRS = sftp-server.h requests.h sched.h packet.h handles.h attrib.h log.h \
+	path.h fs.h rootcheck.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h \
+	sandbox.h jobs.h sysnames.h
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \
