@@ -332,7 +332,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check-fast:
 	$(MAKE) -j$(JOBS) all $(UNIT_TESTS)
 	$(MAKE) lint unit
-	SUITES="raw confine guarantees sftp" PYTHON=$(PYTHON) \
+	SUITES="raw confine guarantees sftp inflight" PYTHON=$(PYTHON) \
 	    tests/run-all.sh $(CURDIR)/sftp-server
 
 include bench/Makefile.inc
@@ -381,8 +381,9 @@ define apt_install
 	$(APT_GET) install -y --no-install-recommends $$missing
 endef
 
-# What "make run" needs: a compiler, make and OpenSSH's client.
-DEPS = gcc libc6-dev make openssh-client
+# What "make run" and "make check-fast" need: a compiler, make, OpenSSH's
+# client, cmocka and Python.
+DEPS = gcc libc6-dev make openssh-client libcmocka-dev python3
 
 deps:
 	$(call apt_install,$(DEPS))

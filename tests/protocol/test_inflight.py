@@ -277,8 +277,14 @@ def threads(pid):
 def anon_kib(pid):
     """The process's anonymous memory (smaps_rollup), KiB: its own pages.
     (Private_Clean would count the binary's pages too, private or shared
-    as other processes run the same binary at the time.)"""
-    with open("/proc/%d/smaps_rollup" % pid) as f:
+    as other processes run the same binary at the time.)  None when it
+    cannot be read: the server makes itself not dumpable, and then only
+    root reads its smaps."""
+    try:
+        f = open("/proc/%d/smaps_rollup" % pid)
+    except PermissionError:
+        return None
+    with f:
         return int(re.search(r"^Anonymous:\s+(\d+)", f.read(),
                              re.M).group(1))
 
@@ -315,13 +321,18 @@ def test_workers_end_when_idle(ctx):
     # The workers' stacks are given back with them (the C library would
     # keep them, and the pages they touched, for threads to come).
     after = anon_kib(pid)
-    if os.environ.get("SFTP_SANITIZED") != "1" and after > before + 96:
+    if before is not None and os.environ.get("SFTP_SANITIZED") != "1" and \
+            after > before + 96:
         raise Failure("anonymous memory idle after %d workers: %d KiB, "
                       "%d KiB before them" % (many - alone, after, before))
     # And the session goes on: a READ that waits makes workers again.
     got = pipeline(srv, [req_read(h, 0, 4096)])
     expect("a READ after the idle time", got, ["DATA %r 4096" % bytes(
         sorted(set(bytes(range(256)) * 16)))])
+    if before is None:
+        raise Skip("the threads end and come again; the memory they leave "
+                   "is read from the server's smaps, which needs root (the "
+                   "server is not dumpable)")
 
 
 @test
