@@ -226,6 +226,9 @@ static const struct request requests[] = {
 /* clang-format on */
 #define NREQUESTS	(sizeof requests / sizeof requests[0])
 
+_Static_assert(REQUESTS_MAX_OPS == JOBS_MAX_WORKERS,
+    "-T's limit is the workers' limit");
+
 static void string_from_portable(uint32_t, char *, size_t);
 
 /* Requests by packet type, filled from the table at start. */

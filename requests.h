@@ -17,6 +17,9 @@
 
 #include "packet.h"
 
+/* The most storage operations in flight at once that -T may ask for. */
+#define REQUESTS_MAX_OPS	128
+
 /* What the session tells the requests, once, at start. */
 struct session {
 	int readonly;			/* -R */
