@@ -32,19 +32,20 @@ TSANFLAGS = -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 PYTHON ?= /usr/bin/python3
 
 # The server without main(): the fuzz harness links these.
-LIB_SRCS = sftp-server.c requests.c packet.c handles.c attrib.c log.c path.c \
-	fs.c rootcheck.c pipes.c digest.c xferlog.c fileio.c sys-gnu.c sandbox.c \
-	jobs.c
+LIB_SRCS = sftp-server.c requests.c sched.c packet.c handles.c attrib.c \
+	log.c path.c fs.c rootcheck.c pipes.c digest.c xferlog.c fileio.c \
+	sys-gnu.c sandbox.c jobs.c
 SRCS = sftp-server-main.c $(LIB_SRCS)
-HDRS = sftp-server.h requests.h packet.h handles.h attrib.h log.h path.h \
-	fs.h rootcheck.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h sandbox.h \
-	jobs.h sysnames.h
+HDRS = sftp-server.h requests.h sched.h packet.h handles.h attrib.h log.h \
+	path.h fs.h rootcheck.h pipes.h digest.h xferlog.h fileio.h sys-gnu.h \
+	sandbox.h jobs.h sysnames.h
 OBJS = $(SRCS:.c=.o)
 
 UNIT_TESTS = tests/unit/test_packet tests/unit/test_handles tests/unit/test_attrib \
 	tests/unit/test_fs tests/unit/test_path tests/unit/test_digest \
 	tests/unit/test_xferlog tests/unit/test_fileio tests/unit/test_requests \
-	tests/unit/test_rootcheck tests/unit/test_sandbox tests/unit/test_jobs
+	tests/unit/test_rootcheck tests/unit/test_sandbox tests/unit/test_jobs \
+	tests/unit/test_sched
 # What every unit binary links besides its own file.
 UNIT_LIB = tests/unit/unit.c
 # test_sandbox's lists of the calls the suites make, one per architecture.
@@ -123,6 +124,14 @@ tests/unit/test_requests: tests/unit/test_requests.c $(UNIT_LIB) $(UNIT_HDRS) \
     $(SRCS) $(HDRS)
 	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $< \
 	    $(REQUESTS_TEST_SRCS) $(UNIT_LIB) -lcmocka
+
+# test_sched.c #includes sched.c and links the layers below it.
+SCHED_TEST_SRCS = $(filter-out sftp-server.c requests.c sched.c,$(LIB_SRCS))
+
+tests/unit/test_sched: tests/unit/test_sched.c $(UNIT_LIB) $(UNIT_HDRS) \
+    $(SRCS) $(HDRS)
+	$(CC) $(STD) $(WARNINGS) $(CPPFLAGS) $(SANFLAGS) -o $@ $< \
+	    $(SCHED_TEST_SRCS) $(UNIT_LIB) -lcmocka
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t; done
@@ -222,6 +231,12 @@ build/$(1)/test_requests: tests/unit/test_requests.c $$(CROSS_UNIT) \
 	@mkdir -p $$(@D)
 	$$(CROSS_$(1))-gcc $$(STD) $$(WARNINGS) $$(CROSS_UNIT_CFLAGS) -o $$@ $$< \
 	    $$(REQUESTS_TEST_SRCS) $$(UNIT_LIB) $$(CROSS_UNIT) -lcmocka
+
+build/$(1)/test_sched: tests/unit/test_sched.c $$(CROSS_UNIT) \
+    $$(UNIT_LIB) $$(UNIT_HDRS) $$(SRCS) $$(HDRS)
+	@mkdir -p $$(@D)
+	$$(CROSS_$(1))-gcc $$(STD) $$(WARNINGS) $$(CROSS_UNIT_CFLAGS) -o $$@ $$< \
+	    $$(SCHED_TEST_SRCS) $$(UNIT_LIB) $$(CROSS_UNIT) -lcmocka
 
 cross-$(1): build/$(1)/sftp-server
 cross-unit-$(1): $$(UNIT_TESTS:tests/unit/%=build/$(1)/%)

@@ -56,7 +56,7 @@ struct handle {
 	 */
 	int abandoned;
 	/*
-	 * Free space of its file system (requests.c's space_ample()): when
+	 * Free space of its file system (sched.c's space_ample()): when
 	 * it was last looked at (0: never), what it was, and the session's
 	 * count of bytes handed off then.
 	 */

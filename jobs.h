@@ -40,6 +40,7 @@ struct job {
 	void *owner;
 	off_t off;
 	size_t len;
+	mode_t mode;		/* an OPEN's creation mode */
 	uint8_t *buf;		/* the arena bytes of jobs_new() */
 	const uint8_t *data;
 	void *shared;		/* an earlier job's buf this one works in */

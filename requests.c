@@ -35,12 +35,11 @@
 #include "packet.h"
 #include "path.h"
 #include "requests.h"
+#include "sched.h"
 #include "sys-gnu.h"
 #include "xferlog.h"
 
 #define SFTP_VERSION	3
-/* READDIR answers at most this many names, as OpenSSH. */
-#define READDIR_BATCH	100
 /*
  * users-groups-by-id looks up at most this many names in the system's
  * databases; other ids not in the cache are answered as unknown ("").
@@ -64,6 +63,11 @@
 #define STOP		0xfffffffdU
 /* A job will answer, in request order (requests_reap()). */
 #define DEFERRED	0xfffffffcU
+/*
+ * The request may not start yet (admit()): nothing of it was logged or
+ * done; the dispatcher runs the handler again later, on the same bytes.
+ */
+#define WAIT		0xfffffffbU
 
 /*
  * check-file hashes at most this much in one request: about five minutes of
@@ -76,183 +80,15 @@
 #define REQ_WRITES	0x1
 
 /*
- * Storage that waits (NFS, FUSE, cold disks): requests in flight.
- *
- * THE ORDERING RULE.  What the client sees (every reply) and what the
- * files hold in the end are those of running the requests one at a time,
- * in the order they came.  Replies leave in that order whatever finishes
- * first.  A request may start while earlier ones are still in flight only
- * when it is independent of each of them; else the loop holds it (and
- * everything after it) until they have finished.  Independent:
- *   - READ, FSTAT, STAT and LSTAT change nothing: any of them is
- *     independent of any other of them.
- *   - A WRITE of [w, w+n) and a READ of [r, r+L) are independent only when
- *     w+n <= r: the write neither changes the bytes read nor, by making the
- *     file longer, turns an end of file the read meets into a hole of
- *     zeros.  The rule is the same whichever came first.
- *   - Two WRITEs are independent only when their ranges do not overlap,
- *     neither handle is O_APPEND (where the kernel picks the offset), and
- *     each was handed off while the file system it writes to had ample
- *     free space (below).  Else the one that meets a full disk (ENOSPC)
- *     would be the one the kernel reaches last, not the last in order.
- *   - A WRITE and an FSTAT are never independent (the size, the times),
- *     nor a WRITE and a STAT or LSTAT: a path may name any file.
- *   - CLOSE of a file handle H waits for the requests in flight on H; it
- *     is independent of everything else (close(2) changes no file), but
- *     for the one case where a close changes what another call finds: the
- *     last reader of a FIFO gone, a write-only OPEN fails with ENXIO; the
- *     last close of a file removed while open frees its space, which a
- *     WRITE on a full disk may need.  So a CLOSE of a read-only handle and
- *     a write-only OPEN are never independent, nor a CLOSE and a WRITE
- *     without ample free space (below).  When a CLOSE starts, H is
- *     marked closing: a later request naming H waits until it is
- *     answered, then finds H unknown, as after a close.
- *   - OPEN (of files: OPENDIR runs alone) writes its path's name space
- *     when it creates (O_CREAT) and the file when it truncates (O_TRUNC):
- *     such an OPEN is independent of no READ, WRITE, stat or READDIR, in
- *     either order.  An OPEN that does neither is independent of them.
- *   - Two OPENs are independent when no outcome depends on which the
- *     kernel takes first, whatever files their paths name (the same one
- *     through another spelling, a symlink, a hard link):
- *       . both create, with the same creation mode, and that mode (less
- *         the umask) gives the owner what each asks (read for O_RDONLY,
- *         write for O_WRONLY or O_TRUNC, both for O_RDWR): whichever
- *         makes the file, the other opens it and is let in, and the file
- *         is made once, with the one mode; truncation is idempotent;
- *       . neither creates: nothing is made, a truncation is idempotent;
- *       . and in both cases neither has O_EXCL (the second one fails:
- *         which one is the kernel's order), and they are not a write-only
- *         and a read-only one (a FIFO: the writer fails with ENXIO unless
- *         the reader came first).
- *     A creating and a non-creating OPEN are not independent: the second
- *     would find the name or not by timing.
- *   - Every other request (OPENDIR, CLOSE of a directory, SETSTAT,
- *     RENAME, REMOVE, the extensions, ...) waits until nothing is in
- *     flight, and nothing starts until it is answered: it runs alone, as
- *     before.  So does OPEN while a transfer log is guarded (fs.c's guard
- *     keeps state for one thread), and OPEN when every handle slot is
- *     taken (a CLOSE in flight would have freed one).
- * The handle of an OPEN is taken at dispatch, pending, and filled in (or
- * given back, on failure) when its reply is built.  Log lines of CLOSE
- * (INFO and the transfer log) are written then too, in request order.
- * Not covered here: a default ACL that gives the owner less than the mode
- * asks (two creating OPENs of one name: the creator is let in whatever
- * the mode); a creating OPEN beside the last CLOSE of a removed file on a
- * file system out of inodes or blocks.  An OPEN is taken to create
- * whether or not its name exists.
- *
- * Two handles may name one file (opened twice, hard links, another
- * spelling of the path): so the ranges above are compared whichever
- * handles they came through, unless both handles are known to be of two
- * different regular files.  A handle is known when its OPEN was a job:
- * there, after open(2), an fstat(2) of the new descriptor (in a worker,
- * beside the wait) gives its st_dev and st_ino.  READ, WRITE and FSTAT
- * through handles of two different files share no byte, size or time:
- * they are independent (two WRITEs still need ample free space).  An OPEN
- * run at once (nothing in flight, storage answers at once) costs no
- * fstat(2), and its handle is compared by ranges.  A request whose work
- * is done (its system call returned) no longer counts as in flight,
- * though its reply may still wait for earlier ones.  A status is queued
- * only once the kernel has answered the request's call.
- *
- * Ample free space: when a WRITE is about to go to a worker, the free
- * space of its file system (fstatvfs(): f_bavail * f_frsize) is looked up,
- * at most every SPACE_NS per handle; between looks, every byte handed off
- * since (by any handle: conservative) is taken off what was seen.  The
- * handles whose file is known (below) share one look per file system
- * (st_dev), so that a new file does not cost one.  The
- * WRITE may run beside other WRITEs only while what is left exceeds its
- * length by SPACE_MARGIN, far above the bytes that can be in flight at
- * once (WRITE data pinned in the input window, IBUF_HARD, and READ
- * buffers, JOBS_ARENA): then no WRITE in flight can meet a full disk, and
- * the order in which the kernel takes them makes no difference.  Below
- * the margin, WRITEs run one at a time, in order (beside READs and stats,
- * which allocate nothing); so does everything else that allocates
- * (FSETSTAT's size, copy-data, OPEN, ...: they run alone).  A file system
- * that reports no free space (some FUSE ones) or cannot answer gets
- * WRITEs one at a time.  A session on fast storage (requests run here)
- * never looks.
- *
- * Not covered: access times (a READ may update them after a later STAT
- * looked); per-user quotas (EDQUOT: statvfs does not show them, so which
- * of two concurrent WRITEs meets the quota is the kernel's order); and
- * other processes filling the disk, which make even the serial outcome a
- * matter of timing.
- *
- * Work that does not wait is not handed off.  A READ first asks the page
- * cache (preadv2() with RWF_NOWAIT) and goes to a worker only when the
- * data is not there; once a worker's READ through a handle waited, the
- * next READs through it go straight to workers, until one of them did not
- * wait (a miss costs the loop a system call that the worker repeats, and
- * the next block of a file that waited is seldom in the cache).  Other
- * calls, and READs on a file system that cannot
- * answer RWF_NOWAIT, are timed when run here: once SLOW_STREAK calls in a
- * row took longer than SLOW_NS, WRITE, the stats and READDIR's lstats go
- * to workers, until FAST_STREAK calls in a row did not; otherwise they run
- * here, at today's cost.  While requests are in flight, later requests are
- * jobs too (run here when they will not wait), so that their replies can
- * follow in order.  The loop's thread alone parses, checks handles, logs,
- * counts bytes and builds replies; workers only make the system calls
- * (run_job()).
+ * Storage that waits (NFS, FUSE, cold disks): requests in flight.  The
+ * ordering rule, and what runs where, are the scheduler's (sched.c).  A
+ * request kind whose row names a job kind may start while others are in
+ * flight; its handler parses and validates it, then asks admit() before
+ * it logs or acts: when admit() says wait, the handler returns WAIT and
+ * runs again later, on the same bytes.  A row without a job kind is a
+ * barrier: it waits until nothing is in flight, and nothing starts until
+ * it is answered.
  */
-/* A storage call slower than this waited (ns). */
-#define SLOW_NS		150000
-/*
- * A storage call waited when it took longer than SLOW_NS and slept in the
- * kernel meanwhile: a call that a busy CPU preempted, or that copied much,
- * took as long without waiting for storage.  Counting the sleeps costs a
- * system call on each side, so a call in the loop is first timed alone,
- * and the sleeps are counted only after a call took longer than SLOW_NS,
- * until one does not.  While storage answers at once, only one call in
- * SAMPLE is timed at all (two clock reads each).
- */
-/*
- * Calls in a row that waited before requests go to workers, and that did
- * not before they come back: a call that a busy CPU or a page fault
- * delayed once does not send a session on fast storage to workers.  A
- * call counts only if it slept, so a few in a row suffice; each one is a
- * whole wait of the storage that the client's pipeline pays in turn.
- */
-#define SLOW_STREAK	4
-#define FAST_STREAK	32
-
-/*
- * Free space that lets WRITEs run beside each other (see the rule), and
- * how often a handle's file system is looked at (ns).  The margin is well
- * above 4 times the bytes in flight (IBUF_HARD + JOBS_ARENA).
- */
-#define SPACE_MARGIN	((uint64_t)64 << 20)
-#define SPACE_NS	50000000
-
-/* struct job's flags: a WRITE handed off with ample free space. */
-#define JOB_AMPLE	0x1
-
-/* What a job does (struct job's op). */
-enum job_op {
-	OP_READ = 1,
-	OP_WRITE,
-	OP_FSTAT,
-	OP_STAT,
-	OP_LSTAT,
-	OP_DIRSTAT,	/* READDIR's lstat of each name, a slice per job */
-	OP_OPEN,	/* flags: open(2)'s, len: the mode, buf: the path */
-	OP_CLOSE,
-};
-
-/*
- * READDIR on storage that waits: the names come from one getdents in the
- * loop, their lstats from workers, a slice each (at least DIRSTAT_SLICE
- * names), into one struct dirbatch in the first job's arena bytes.
- */
-#define DIRSTAT_SLICE	8
-struct dirbatch {
-	unsigned count;
-	struct {
-		char name[NAME_MAX + 1];
-		struct stat st;
-		int r;
-	} e[READDIR_BATCH];
-};
 
 struct request {
 	const char *name;	/* as -P, -p and -Q name it */
@@ -261,6 +97,11 @@ struct request {
 	uint8_t type;
 	uint32_t (*handler)(uint32_t, struct cursor *);
 	int flags;
+	/*
+	 * The kind of job it may be, that may start beside requests in
+	 * flight; OP_NONE: a barrier, it runs alone.
+	 */
+	enum job_op job;
 	/*
 	 * Requests this one does the work of, comma-separated, or NULL: it
 	 * is permitted only where they are too.  check-file discloses what
@@ -279,27 +120,6 @@ static int init_done;
  * closed, and the exit closes its descriptor.
  */
 static int given_up;
-/* Whether storage waits, of late, and the calls in a row that said not. */
-static int waiting;
-static unsigned streak;
-/* A call took longer than SLOW_NS: the next ones count their sleeps. */
-static int suspect;
-/* Bytes of WRITEs handed to workers, ever (see space_ample()). */
-static uint64_t space_spent;
-/*
- * Looks at the free space of file systems, by st_dev, that the handles of
- * known files share (space_ample()).
- */
-#define SPACE_DEVS	8
-struct space {
-	dev_t dev;
-	int64_t at;		/* when; 0: unused */
-	uint64_t seen;		/* bytes free then */
-	uint64_t spent;		/* space_spent then */
-};
-static struct space spaces[SPACE_DEVS];
-/* The umask, read at start: the mode a creating OPEN gives (the rule). */
-static mode_t cmask;
 
 /* Scratch for paths: requests are handled one at a time. */
 static char path1[PATH_MAX];
@@ -341,60 +161,73 @@ static uint32_t process_ext_check_file_name(uint32_t, struct cursor *);
 
 /* clang-format off */
 static const struct request requests[] = {
-	{ "open", NULL, NULL, SSH_FXP_OPEN, process_open, 0, NULL },
-	{ "close", NULL, NULL, SSH_FXP_CLOSE, process_close, 0, NULL },
-	{ "read", NULL, NULL, SSH_FXP_READ, process_read, 0, NULL },
-	{ "write", NULL, NULL, SSH_FXP_WRITE, process_write, REQ_WRITES, NULL },
-	{ "lstat", NULL, NULL, SSH_FXP_LSTAT, process_lstat, 0, NULL },
-	{ "fstat", NULL, NULL, SSH_FXP_FSTAT, process_fstat, 0, NULL },
+	{ "open", NULL, NULL, SSH_FXP_OPEN, process_open, 0, OP_OPEN, NULL },
+	{ "close", NULL, NULL, SSH_FXP_CLOSE, process_close, 0, OP_CLOSE,
+	    NULL },
+	{ "read", NULL, NULL, SSH_FXP_READ, process_read, 0, OP_READ, NULL },
+	{ "write", NULL, NULL, SSH_FXP_WRITE, process_write, REQ_WRITES,
+	    OP_WRITE, NULL },
+	{ "lstat", NULL, NULL, SSH_FXP_LSTAT, process_lstat, 0, OP_LSTAT,
+	    NULL },
+	{ "fstat", NULL, NULL, SSH_FXP_FSTAT, process_fstat, 0, OP_FSTAT,
+	    NULL },
 	{ "setstat", NULL, NULL, SSH_FXP_SETSTAT,
-	    process_setstat, REQ_WRITES, NULL },
+	    process_setstat, REQ_WRITES, OP_NONE, NULL },
 	{ "fsetstat", NULL, NULL, SSH_FXP_FSETSTAT,
-	    process_fsetstat, REQ_WRITES, NULL },
-	{ "opendir", NULL, NULL, SSH_FXP_OPENDIR, process_opendir, 0, NULL },
-	{ "readdir", NULL, NULL, SSH_FXP_READDIR, process_readdir, 0, NULL },
+	    process_fsetstat, REQ_WRITES, OP_NONE, NULL },
+	{ "opendir", NULL, NULL, SSH_FXP_OPENDIR, process_opendir, 0, OP_NONE,
+	    NULL },
+	{ "readdir", NULL, NULL, SSH_FXP_READDIR, process_readdir, 0,
+	    OP_DIRSTAT, NULL },
 	{ "remove", NULL, NULL, SSH_FXP_REMOVE,
-	    process_remove, REQ_WRITES, NULL },
-	{ "mkdir", NULL, NULL, SSH_FXP_MKDIR, process_mkdir, REQ_WRITES, NULL },
-	{ "rmdir", NULL, NULL, SSH_FXP_RMDIR, process_rmdir, REQ_WRITES, NULL },
-	{ "realpath", NULL, NULL, SSH_FXP_REALPATH, process_realpath, 0, NULL },
-	{ "stat", NULL, NULL, SSH_FXP_STAT, process_stat, 0, NULL },
+	    process_remove, REQ_WRITES, OP_NONE, NULL },
+	{ "mkdir", NULL, NULL, SSH_FXP_MKDIR, process_mkdir, REQ_WRITES,
+	    OP_NONE, NULL },
+	{ "rmdir", NULL, NULL, SSH_FXP_RMDIR, process_rmdir, REQ_WRITES,
+	    OP_NONE, NULL },
+	{ "realpath", NULL, NULL, SSH_FXP_REALPATH, process_realpath, 0,
+	    OP_NONE, NULL },
+	{ "stat", NULL, NULL, SSH_FXP_STAT, process_stat, 0, OP_STAT, NULL },
 	{ "rename", NULL, NULL, SSH_FXP_RENAME,
-	    process_rename, REQ_WRITES, NULL },
-	{ "readlink", NULL, NULL, SSH_FXP_READLINK, process_readlink, 0, NULL },
+	    process_rename, REQ_WRITES, OP_NONE, NULL },
+	{ "readlink", NULL, NULL, SSH_FXP_READLINK, process_readlink, 0,
+	    OP_NONE, NULL },
 	{ "symlink", NULL, NULL, SSH_FXP_SYMLINK,
-	    process_symlink, REQ_WRITES, NULL },
+	    process_symlink, REQ_WRITES, OP_NONE, NULL },
 	{ "posix-rename", "posix-rename@openssh.com", "1", SSH_FXP_EXTENDED,
-	    process_ext_posix_rename, REQ_WRITES, NULL },
+	    process_ext_posix_rename, REQ_WRITES, OP_NONE, NULL },
 	{ "statvfs", "statvfs@openssh.com", "2", SSH_FXP_EXTENDED,
-	    process_ext_statvfs, 0, NULL },
+	    process_ext_statvfs, 0, OP_NONE, NULL },
 	{ "fstatvfs", "fstatvfs@openssh.com", "2", SSH_FXP_EXTENDED,
-	    process_ext_fstatvfs, 0, NULL },
+	    process_ext_fstatvfs, 0, OP_NONE, NULL },
 	{ "hardlink", "hardlink@openssh.com", "1", SSH_FXP_EXTENDED,
-	    process_ext_hardlink, REQ_WRITES, NULL },
+	    process_ext_hardlink, REQ_WRITES, OP_NONE, NULL },
 	{ "fsync", "fsync@openssh.com", "1", SSH_FXP_EXTENDED,
-	    process_ext_fsync, REQ_WRITES, NULL },
+	    process_ext_fsync, REQ_WRITES, OP_NONE, NULL },
 	{ "lsetstat", "lsetstat@openssh.com", "1", SSH_FXP_EXTENDED,
-	    process_ext_lsetstat, REQ_WRITES, NULL },
+	    process_ext_lsetstat, REQ_WRITES, OP_NONE, NULL },
 	{ "limits", "limits@openssh.com", "1", SSH_FXP_EXTENDED,
-	    process_ext_limits, 0, NULL },
+	    process_ext_limits, 0, OP_NONE, NULL },
 	{ "expand-path", "expand-path@openssh.com", "1", SSH_FXP_EXTENDED,
-	    process_ext_expand_path, 0, NULL },
+	    process_ext_expand_path, 0, OP_NONE, NULL },
 	{ "copy-data", "copy-data", "1", SSH_FXP_EXTENDED,
-	    process_ext_copy_data, REQ_WRITES, NULL },
+	    process_ext_copy_data, REQ_WRITES, OP_NONE, NULL },
 	{ "home-directory", "home-directory", "1", SSH_FXP_EXTENDED,
-	    process_ext_home_directory, 0, NULL },
+	    process_ext_home_directory, 0, OP_NONE, NULL },
 	{ "users-groups-by-id", "users-groups-by-id@openssh.com", "1",
-	    SSH_FXP_EXTENDED, process_ext_users_groups, 0, NULL },
+	    SSH_FXP_EXTENDED, process_ext_users_groups, 0, OP_NONE, NULL },
 	{ "check-file", "check-file-handle", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED,
-	    process_ext_check_file_handle, 0, "read" },
+	    process_ext_check_file_handle, 0, OP_NONE, "read" },
 	{ "check-file", "check-file-name", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED,
-	    process_ext_check_file_name, 0, "open,read" },
+	    process_ext_check_file_name, 0, OP_NONE, "open,read" },
 	{ "check-file", "check-file", CHECK_FILE_ALGOS, SSH_FXP_EXTENDED,
-	    process_ext_check_file_handle, 0, "read" },
+	    process_ext_check_file_handle, 0, OP_NONE, "read" },
 };
 /* clang-format on */
 #define NREQUESTS	(sizeof requests / sizeof requests[0])
+
+_Static_assert(REQUESTS_MAX_OPS == JOBS_MAX_WORKERS,
+    "-T's limit is the workers' limit");
 
 static void string_from_portable(uint32_t, char *, size_t);
 
@@ -637,316 +470,38 @@ track(struct handle *h, uint64_t off, uint64_t n)
 		h->last_off = off + n;
 }
 
-/* Concurrency: the clock, the average, and the jobs' work. */
+/* The scheduler's answers, as the handlers ask them. */
+#define concurrent()	sched_concurrent()
+#define slow()		sched_slow()
+#define deferring()	sched_deferring()
 
-static int64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) == -1)
-		return 0;
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* A storage call timed: its start, and its thread's sleeps then. */
-struct timing {
-	int64_t wall;		/* -1: not timed */
-	long sleeps;		/* -1: not counted */
-};
-
-/*
- * timing_waited() of a call that was not timed.  While storage answers at
- * once, one call in SAMPLE is timed, and every call once one was slow.
- */
-#define NOT_TIMED	INT64_MIN
-#define SAMPLE		8
-
-/*
- * Starts timing a call; every (in a worker, or for a batch of calls): the
- * call is timed and its sleeps counted, whatever came before.
- */
-static void
-timing_start(struct timing *t, int every)
-{
-	static unsigned tick;
-
-	if (!every && !suspect && !waiting && ++tick % SAMPLE != 0) {
-		t->wall = -1;
-		return;
-	}
-	t->wall = now_ns();
-	t->sleeps = every || suspect ? sys_thread_sleeps() : -1;
-}
-
-/*
- * How long the call waited since timing_start(): its time, or 0 when it
- * did not sleep; -1 when it took longer than SLOW_NS and its sleeps were
- * not counted; NOT_TIMED.
- */
-static int64_t
-timing_waited(const struct timing *t)
-{
-	int64_t ns;
-	int e = errno;	/* the timed call's, which the caller reads next */
-
-	if (t->wall == -1)
-		return NOT_TIMED;
-	ns = now_ns() - t->wall;
-	if (ns > SLOW_NS && t->sleeps < 0)
-		ns = sys_thread_sleeps() < 0 ? ns : -1;
-	else if (ns > SLOW_NS)
-		ns = sys_thread_sleeps() > t->sleeps ? ns : 0;
-	errno = e;
-	return ns;
-}
-
-/* Whether requests may be in flight at once (-T above 1). */
-static int
-concurrent(void)
-{
-	return ss->storage_ops > 1;
-}
-
-/*
- * A storage call waited ns: SLOW_STREAK calls in a row that waited make
- * the session wait, FAST_STREAK that did not end it.
- */
-static void
-note_latency(int64_t ns)
-{
-	int waited = ns > SLOW_NS;
-
-	if (ns == NOT_TIMED)
-		return;
-	suspect = ns == -1 || waited;
-	if (ns == -1)
-		return;		/* the next calls tell */
-
-	if (waited != waiting) {
-		if (++streak >= (waiting ? FAST_STREAK : SLOW_STREAK)) {
-			waiting = waited;
-			streak = 0;
-			debug("storage %s", waiting ? "waits: requests go to "
-			    "workers" : "answers at once: requests run here");
-		}
-	} else {
-		streak = 0;
-	}
-}
-
-/* Whether storage calls wait, of late: they go to workers. */
-static int
-slow(void)
-{
-	return concurrent() && waiting;
-}
-
-/* Whether requests are in flight: a later one's reply must follow theirs. */
-static int
-deferring(void)
-{
-	return jobs_count() > 0;
-}
-
-#ifdef SFTP_FUZZ
-/*
- * The fuzz harness's storage that waits (tests/fuzz/fuzz_session.c).  Set,
- * the session starts as if its storage waited (requests_init()), no READ
- * finds its data in the page cache (read_cached()), and each job calls it
- * with its request id before its system calls, in the thread that makes
- * them: the harness sleeps there as storage would, for as long as the id
- * says, so that later jobs can finish before earlier ones.
- */
-void (*sftp_fuzz_storage_wait)(uint32_t);
-#define FUZZ_STORAGE_WAITS()	(sftp_fuzz_storage_wait != NULL)
-#define FUZZ_STORAGE_CALL(j)	do {					\
-	if (sftp_fuzz_storage_wait != NULL)				\
-		sftp_fuzz_storage_wait((j)->id);			\
-} while (0)
-#else
-#define FUZZ_STORAGE_WAITS()	0
-#define FUZZ_STORAGE_CALL(j)	do { } while (0)
-#endif
-
-/*
- * The look at a file system that handles of known files share: found by
- * st_dev, else the oldest one made over (at 0: to be looked at).
- */
-static struct space *
-space_of(dev_t dev)
-{
-	struct space *s = &spaces[0];
-
-	for (size_t i = 0; i < SPACE_DEVS; i++) {
-		if (spaces[i].at != 0 && spaces[i].dev == dev)
-			return &spaces[i];
-		if (spaces[i].at < s->at)
-			s = &spaces[i];
-	}
-	s->dev = dev;
-	s->at = 0;
-	return s;
-}
-
-/*
- * The bytes free on fd's file system for the user (0 when it cannot say),
- * and when that was seen (never 0).
- */
-static uint64_t
-free_space(int fd, int64_t *when)
-{
-	struct statvfs sv;
-
-	*when = now_ns();
-	if (*when == 0)
-		*when = 1;
-	if (fstatvfs(fd, &sv) == -1 || sv.f_frsize == 0 ||
-	    sv.f_bavail > UINT64_MAX / sv.f_frsize)
-		return 0;
-	return (uint64_t)sv.f_bavail * sv.f_frsize;
-}
-
-/*
- * Whether the file system h writes to has room for len bytes and
- * SPACE_MARGIN more, as last seen less what was handed off since: looked
- * at again when SPACE_NS has passed.  Called only when a WRITE goes, or
- * may go, to a worker.
- */
-static int
-space_ample(struct handle *h, uint64_t len)
-{
-	int64_t now = now_ns(), *at = &h->space_at;
-	uint64_t *seen = &h->space_free, *spent = &h->space_spent, since;
-	struct space *s;
-
-	if (h->known) {
-		s = space_of(h->dev);
-		at = &s->at;
-		seen = &s->seen;
-		spent = &s->spent;
-	}
-	if (*at == 0 || now - *at >= SPACE_NS) {
-		*spent = space_spent;
-		*seen = free_space(h->fd, at);
-	}
-	since = space_spent - *spent;
-	return *seen >= since && *seen - since >= SPACE_MARGIN &&
-	    *seen - since - SPACE_MARGIN >= len;
-}
-
-/* What a worker runs: the system calls of one job, and nothing else. */
-static void
-run_job(struct job *j)
-{
-	struct dirbatch *db;
-	struct timing t;
-
-	timing_start(&t, 1);
-	FUZZ_STORAGE_CALL(j);
-	switch (j->op) {
-	case OP_READ:
-		j->n = fileio_read_full(j->fd, j->buf, j->len, j->off);
-		break;
-	case OP_WRITE:
-		j->n = fileio_write_full(j->fd, j->data, j->len, j->off,
-		    &j->written);
-		break;
-	case OP_FSTAT:
-		j->n = fstat(j->fd, &j->st);
-		break;
-	case OP_STAT:
-	case OP_LSTAT:
-		j->n = fs_stat((const char *)j->buf, &j->st, j->op == OP_STAT);
-		break;
-	case OP_DIRSTAT:
-		db = j->shared;
-		for (size_t i = 0; i < j->len; i++)
-			db->e[j->off + i].r = fs_stat_entry(j->fd,
-			    db->e[j->off + i].name, &db->e[j->off + i].st);
-		j->n = 0;
-		break;
-	case OP_OPEN:
-		j->n = fs_open((const char *)j->buf, j->flags, (mode_t)j->len);
-		/* Which file it is: requests on others are independent. */
-		if (j->n != -1 && fstat((int)j->n, &j->st) == -1)
-			j->st.st_nlink = 0;	/* unknown */
-		break;
-	case OP_CLOSE:
-		j->n = close(j->fd);
-		break;
-	default:
-		abort();
-	}
-	j->err = j->n == -1 ? errno : 0;
-	j->ns = timing_waited(&t);
-}
-
-/*
- * Starts a job that is filled in: in a worker while storage is slow (or
- * always, wait), here otherwise.
- */
+/* Starts a job that is filled in (sched_start()): its reply will follow. */
 static uint32_t
 start_job(struct job *j, int wait)
 {
-	if (wait || slow())
-		jobs_start(j);
-	else
-		jobs_run_here(j);
+	sched_start(j, wait);
 	return DEFERRED;
 }
 
-/* A new job; the caller made sure there is room (may_start()). */
-static struct job *
-new_job(int op, uint32_t id, struct handle *h, size_t size)
-{
-	struct job *j;
-
-	if ((j = jobs_new(size)) == NULL)
-		abort();
-	j->op = op;
-	j->id = id;
-	j->owner = h;
-	j->fd = h != NULL ? h->fd : -1;
-	return j;
-}
+/* The request being dispatched: its permission is logged once admitted. */
+static const struct request *admitting;
 
 /*
- * Reads what the page cache holds of [off, off+len) without waiting:
- * returns the bytes (len, or fewer at end of file), or -1 with errno
- * (EAGAIN: some of it would wait).
+ * Whether the request a handler parsed may go on: asked before it logs or
+ * acts.  With nothing in flight, yes.  While requests are in flight, only
+ * a request that will be a job (r, valid: NULL for one that would answer
+ * at once, an error, or would run here) and that the rule lets start
+ * beside them (sched_admit()); else the handler returns WAIT.
  */
-static ssize_t
-read_cached(int fd, uint8_t *buf, size_t len, off_t off)
-{
-	size_t got = 0;
-	ssize_t n;
-
-	if (FUZZ_STORAGE_WAITS()) {
-		errno = EAGAIN;
-		return -1;
-	}
-	while (got < len) {
-		n = sys_pread_nowait(fd, buf + got, len - got,
-		    off + (off_t)got);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n == -1)
-			return -1;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
-/* The file system of h cannot answer RWF_NOWAIT: reads are timed instead. */
 static int
-nowait_unsupported(struct handle *h, int e)
+admit(const struct sched_req *r)
 {
-	if (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL)
-		h->no_nowait = 1;
-	return h->no_nowait;
+	if (deferring() && (r == NULL || !sched_admit(r)))
+		return 0;
+	if (admitting != NULL && ss->allow_list != NULL)
+		debug2("Permitting allowlisted %s request", admitting->name);
+	admitting = NULL;
+	return 1;
 }
 
 /* A change to the file system, with the status it got, in the log. */
@@ -1179,37 +734,6 @@ string_from_portable(uint32_t pflags, char *buf, size_t size)
 	}
 }
 
-/* An OPEN that creates or truncates: it changes what others look at. */
-static int
-open_changes(int flags)
-{
-	return (flags & (O_CREAT | O_TRUNC)) != 0;
-}
-
-/* Whether a write-only and a read-only open(2) (a FIFO's ends) are these. */
-static int
-fifo_pair(int a, int b)
-{
-	return ((a & O_ACCMODE) == O_WRONLY && (b & O_ACCMODE) == O_RDONLY) ||
-	    ((a & O_ACCMODE) == O_RDONLY && (b & O_ACCMODE) == O_WRONLY);
-}
-
-/*
- * Whether a file a creating OPEN with these flags makes with mode (less
- * the umask) lets its owner open it so again.
- */
-static int
-owner_may(int flags, mode_t mode)
-{
-	mode_t need = 0;
-
-	if ((flags & O_ACCMODE) != O_WRONLY)
-		need |= S_IRUSR;
-	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
-		need |= S_IWUSR;
-	return (mode & ~cmask & need) == need;
-}
-
 /* Whether OPEN may be a job: fs_open() may run in a worker. */
 static int
 open_job_ok(void)
@@ -1230,10 +754,10 @@ open_job(uint32_t id, uint32_t pflags, int flags, mode_t mode)
 	size_t len = strlen(path1) + 1;
 
 	h = handle_new(&handles, HANDLE_FILE, path1);
-	j = new_job(OP_OPEN, id, h, len);
+	j = sched_job(OP_OPEN, id, h, len);
 	memcpy(j->buf, path1, len);
 	j->flags = flags | O_NONBLOCK | O_NOCTTY;
-	j->len = mode;
+	j->mode = mode;
 	if (h != NULL) {
 		h->kind = HANDLE_PENDING;
 		h->flags = flags;
@@ -1254,38 +778,48 @@ open_job(uint32_t id, uint32_t pflags, int flags, mode_t mode)
 static uint32_t
 process_open(uint32_t id, struct cursor *c)
 {
+	struct sched_req rq = { 0 };
 	struct sftp_attrs a;
 	struct handle *h;
 	struct timing t;
 	uint32_t pflags, status = SSH_FX_FAILURE;
 	char fl[64];
-	int r, flags, fd;
+	int r, flags, fd, refused;
 	mode_t mode;
 
 	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
 	    (r = pkt_get_u32(c, &pflags)) != 0 ||
 	    (r = pkt_get_attrs(c, &a)) != 0)
 		return PARSE_ERROR;
-	debug3("request %u: open flags %d", id, (int)pflags);
 	flags = flags_from_portable(pflags);
 	mode = (a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) ? a.perm : 0666;
+	refused = ss->readonly && ((flags & O_ACCMODE) != O_RDONLY ||
+	    (flags & (O_CREAT | O_TRUNC)) != 0);
+	rq.op = OP_OPEN;
+	rq.flags = flags;
+	rq.mode = mode;
+	rq.size = strlen(path1) + 1;
+	/* Out of slots: a CLOSE in flight would have freed one. */
+	if (!admit(open_job_ok() && !refused &&
+	    handles.used < handles.nslots ? &rq : NULL))
+		return WAIT;
+	debug3("request %u: open flags %d", id, (int)pflags);
 	if (log_level >= LOG_LEVEL_INFO) {
 		string_from_portable(pflags, fl, sizeof fl);
 		logit("open \"%s\" flags %s mode 0%o", path1, fl,
 		    (unsigned)mode);
 	}
-	if (ss->readonly && ((flags & O_ACCMODE) != O_RDONLY ||
-	    (flags & (O_CREAT | O_TRUNC)) != 0)) {
+	if (refused) {
 		verbose("Refusing open request in read-only mode");
 		return SSH_FX_PERMISSION_DENIED;
 	}
 	if (open_job_ok() && (deferring() || slow()))
 		return open_job(id, pflags, flags, mode);
 	if (concurrent())
-		timing_start(&t, 0);
+		sched_timing_start(&t, 0);
 	fd = fs_open(path1, flags | O_NONBLOCK | O_NOCTTY, mode);
 	if (concurrent())
-		note_latency(timing_waited(&t));
+		sched_note_latency(sched_timing_waited(&t));
 	if (fd == -1) {
 		status = errno_to_status(errno);
 	} else if ((h = handle_new(&handles, HANDLE_FILE, path1)) == NULL) {
@@ -1329,12 +863,18 @@ open_answer(struct job *j)
 static uint32_t
 process_close(uint32_t id, struct cursor *c)
 {
+	struct sched_req rq = { 0 };
 	struct handle *h;
 	int r;
 
 	h = get_handle(c, HANDLE_FREE, &r);
 	if (r != 0)
 		return PARSE_ERROR;
+	rq.op = OP_CLOSE;
+	rq.h = h;
+	if (!admit(h != NULL && h->kind == HANDLE_FILE && concurrent() ?
+	    &rq : NULL))
+		return WAIT;
 	debug3("request %u: close handle %d", id, handle_index(h));
 	if (h == NULL) {
 		/* As OpenSSH: an unknown handle is "no such file". */
@@ -1344,7 +884,7 @@ process_close(uint32_t id, struct cursor *c)
 	    (deferring() || slow())) {
 		/* Unknown to later requests from now on. */
 		h->kind = HANDLE_PENDING;
-		return start_job(new_job(OP_CLOSE, id, h, 0), 0);
+		return start_job(sched_job(OP_CLOSE, id, h, 0), 0);
 	}
 	log_close(h, NULL);
 	return status_of(close_handle(h, 0));
@@ -1367,6 +907,7 @@ close_answer(struct job *j)
  * offsets past 2^40, so that the common case costs no system call.  Returns
  * 1 with errno set for a bad offset.
  */
+#define BIG_OFFSET	((uint64_t)1 << 40)
 static int
 bad_offset(struct handle *h, uint64_t off)
 {
@@ -1374,8 +915,7 @@ bad_offset(struct handle *h, uint64_t off)
 		errno = EINVAL;
 		return 1;
 	}
-	if (off >= (uint64_t)1 << 40 &&
-	    lseek(h->fd, (off_t)off, SEEK_SET) == -1)
+	if (off >= BIG_OFFSET && lseek(h->fd, (off_t)off, SEEK_SET) == -1)
 		return 1;
 	return 0;
 }
@@ -1412,52 +952,19 @@ static uint32_t
 read_job(struct handle *h, uint32_t id, uint64_t off, uint32_t len)
 {
 	struct job *j;
-	ssize_t n;
 
-	j = new_job(OP_READ, id, h, len);
+	j = sched_job(OP_READ, id, h, len);
 	j->off = (off_t)off;
 	j->len = len;
-	if (h->read_waits && len > 0)
-		return start_job(j, 1);
-	if (len == 0 || h->no_nowait)
-		return start_job(j, 0);
-	if ((n = read_cached(h->fd, j->buf, len, (off_t)off)) >= 0) {
-		j->n = n;
-		j->ns = -1;	/* no storage call: not in the average */
-		jobs_mark_done(j);
-		return DEFERRED;
-	}
-	return start_job(j, !nowait_unsupported(h, errno));
-}
-
-/*
- * Reads into the reply, here: from the page cache when the file system
- * can say what would wait (-2: some would), else timed.
- */
-static ssize_t
-read_here(struct handle *h, uint8_t *buf, size_t len, off_t off)
-{
-	struct timing t;
-	ssize_t n;
-
-	if (!concurrent())
-		return fileio_read_full(h->fd, buf, len, off);
-	if (!h->no_nowait) {
-		if ((n = read_cached(h->fd, buf, len, off)) >= 0)
-			return n;
-		if (!nowait_unsupported(h, errno))
-			return -2;
-	}
-	timing_start(&t, 0);
-	n = fileio_read_full(h->fd, buf, len, off);
-	note_latency(timing_waited(&t));
-	return n;
+	sched_read_start(j, h);
+	return DEFERRED;
 }
 
 /* uint32 id, string handle, uint64 offset, uint32 len */
 static uint32_t
 process_read(uint32_t id, struct cursor *c)
 {
+	struct sched_req rq = { 0 };
 	struct handle *h;
 	struct reply rep;
 	uint64_t off;
@@ -1470,6 +977,13 @@ process_read(uint32_t id, struct cursor *c)
 	if (r != 0 || (r = pkt_get_u64(c, &off)) != 0 ||
 	    (r = pkt_get_u32(c, &len)) != 0)
 		return PARSE_ERROR;
+	rq.op = OP_READ;
+	rq.h = h;
+	rq.off = off;
+	rq.len = rq.size = len > SFTP_MAX_READ ? SFTP_MAX_READ : len;
+	/* bad_offset() may seek past BIG_OFFSET: alone. */
+	if (!admit(h != NULL && off < BIG_OFFSET ? &rq : NULL))
+		return WAIT;
 	debug("request %u: read \"%s\" (handle %d) off %llu len %u", id,
 	    handle_name(h), handle_index(h), (unsigned long long)off, len);
 	if (h == NULL)
@@ -1486,7 +1000,7 @@ process_read(uint32_t id, struct cursor *c)
 		queued(PKT_ENOSPACE);
 		return REPLIED;
 	}
-	n = len == 0 ? 0 : read_here(h, buf, len, (off_t)off);
+	n = len == 0 ? 0 : sched_read_here(h, buf, len, (off_t)off);
 	if (n == -2) {
 		/* Not in the page cache: a worker reads it. */
 		pkt_cancel(oq, &rep);
@@ -1504,9 +1018,7 @@ read_answer(struct job *j)
 	uint8_t *buf;
 	size_t n = j->n > 0 ? (size_t)j->n : 0;
 
-	/* A read that the page cache answered at once says nothing. */
-	if (j->ns >= 0 && !h->no_nowait)
-		h->read_waits = j->ns > SLOW_NS;
+	sched_read_done(j, h);
 	if ((buf = pkt_data_begin(oq, &rep, j->id, n)) == NULL) {
 		queued(PKT_ENOSPACE);
 		return REPLIED;
@@ -1550,6 +1062,7 @@ write_result(struct handle *h, uint64_t off, uint32_t len, int r, int e)
 static uint32_t
 process_write(uint32_t id, struct cursor *c)
 {
+	struct sched_req rq = { 0 };
 	const uint8_t *data;
 	struct handle *h;
 	struct job *j;
@@ -1562,6 +1075,12 @@ process_write(uint32_t id, struct cursor *c)
 	if (r != 0 || (r = pkt_get_u64(c, &off)) != 0 ||
 	    (r = pkt_get_string(c, &data, &len)) != 0)
 		return PARSE_ERROR;
+	rq.op = OP_WRITE;
+	rq.h = h;
+	rq.off = off;
+	rq.len = len;
+	if (!admit(h != NULL && off < BIG_OFFSET ? &rq : NULL))
+		return WAIT;
 	debug("request %u: write \"%s\" (handle %d) off %llu len %u", id,
 	    handle_name(h), handle_index(h), (unsigned long long)off, len);
 	if (h == NULL)
@@ -1572,25 +1091,20 @@ process_write(uint32_t id, struct cursor *c)
 		return errno_to_status(errno);
 	if (deferring() || slow()) {
 		/* The data stays where it lies until the job is answered. */
-		j = new_job(OP_WRITE, id, h, 0);
+		j = sched_job(OP_WRITE, id, h, 0);
 		j->data = data;
 		j->len = len;
 		j->off = (h->flags & O_APPEND) ? FILEIO_APPEND : (off_t)off;
-		if (slow()) {
-			/* To a worker: may it run beside other WRITEs? */
-			if (space_ample(h, len))
-				j->flags |= JOB_AMPLE;
-			space_spent += len;
-		}
+		sched_write_space(j, h, len);
 		ibuf_pin(ss->in);
 		return start_job(j, 0);
 	}
 	if (concurrent())
-		timing_start(&t, 0);
+		sched_timing_start(&t, 0);
 	r = write_full(h, data, len, (off_t)off);
 	e = errno;	/* before anything else can change it */
 	if (concurrent())
-		note_latency(timing_waited(&t));
+		sched_note_latency(sched_timing_waited(&t));
 	return write_result(h, off, len, r, e);
 }
 
@@ -1618,9 +1132,17 @@ stat_result(uint32_t id, int r, int e, const struct stat *st)
 	return reply_attrs(id, &a);
 }
 
+/* A stat's job is done: its ATTRS. */
+static uint32_t
+stat_answer(struct job *j)
+{
+	return stat_result(j->id, (int)j->n, j->err, &j->st);
+}
+
 static uint32_t
 do_stat(uint32_t id, struct cursor *c, int follow)
 {
+	struct sched_req rq = { 0 };
 	struct stat st;
 	struct job *j;
 	struct timing t;
@@ -1628,19 +1150,23 @@ do_stat(uint32_t id, struct cursor *c, int follow)
 
 	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0)
 		return PARSE_ERROR;
+	rq.op = follow ? OP_STAT : OP_LSTAT;
+	rq.size = strlen(path1) + 1;
+	if (!admit(&rq))
+		return WAIT;
 	debug3("request %u: %sstat", id, follow ? "" : "l");
 	verbose("%sstat name \"%s\"", follow ? "" : "l", path1);
 	if (deferring() || slow()) {
-		j = new_job(follow ? OP_STAT : OP_LSTAT, id, NULL,
+		j = sched_job(follow ? OP_STAT : OP_LSTAT, id, NULL,
 		    strlen(path1) + 1);
 		memcpy(j->buf, path1, strlen(path1) + 1);
 		return start_job(j, 0);
 	}
 	if (concurrent())
-		timing_start(&t, 0);
+		sched_timing_start(&t, 0);
 	r = fs_stat(path1, &st, follow);
 	if (concurrent())
-		note_latency(timing_waited(&t));
+		sched_note_latency(sched_timing_waited(&t));
 	return stat_result(id, r, errno, &st);
 }
 
@@ -1662,6 +1188,7 @@ process_stat(uint32_t id, struct cursor *c)
 static uint32_t
 process_fstat(uint32_t id, struct cursor *c)
 {
+	struct sched_req rq = { 0 };
 	struct handle *h;
 	struct stat st;
 	struct timing t;
@@ -1670,17 +1197,21 @@ process_fstat(uint32_t id, struct cursor *c)
 	h = get_handle(c, HANDLE_FILE, &r);
 	if (r != 0)
 		return PARSE_ERROR;
+	rq.op = OP_FSTAT;
+	rq.h = h;
+	if (!admit(h != NULL ? &rq : NULL))
+		return WAIT;
 	debug("request %u: fstat \"%s\" (handle %d)", id, handle_name(h),
 	    handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
 	if (deferring() || slow())
-		return start_job(new_job(OP_FSTAT, id, h, 0), 0);
+		return start_job(sched_job(OP_FSTAT, id, h, 0), 0);
 	if (concurrent())
-		timing_start(&t, 0);
+		sched_timing_start(&t, 0);
 	r = fstat(h->fd, &st);
 	if (concurrent())
-		note_latency(timing_waited(&t));
+		sched_note_latency(sched_timing_waited(&t));
 	return stat_result(id, r, errno, &st);
 }
 
@@ -1867,7 +1398,7 @@ readdir_job(struct handle *h, uint32_t id)
 	unsigned nparts, per;
 	size_t len;
 
-	first = new_job(OP_DIRSTAT, id, h, sizeof *db);
+	first = sched_job(OP_DIRSTAT, id, h, sizeof *db);
 	db = first->shared = first->buf;
 	db->count = 0;
 	while (db->count < READDIR_BATCH) {
@@ -1888,7 +1419,7 @@ readdir_job(struct handle *h, uint32_t id)
 	per = (db->count + nparts - 1) / nparts;
 	first->parts = nparts - 1;
 	for (unsigned i = 0; i < nparts; i++) {
-		j = i == 0 ? first : new_job(OP_DIRSTAT, id, h, 0);
+		j = i == 0 ? first : sched_job(OP_DIRSTAT, id, h, 0);
 		j->shared = db;
 		j->off = (off_t)(i * per);
 		j->len = i * per >= db->count ? 0 :
@@ -1935,6 +1466,7 @@ readdir_answer(struct job *j)
 static uint32_t
 process_readdir(uint32_t id, struct cursor *c)
 {
+	struct sched_req rq = { 0 };
 	struct handle *h;
 	struct reply rep;
 	struct timing t;
@@ -1944,6 +1476,10 @@ process_readdir(uint32_t id, struct cursor *c)
 	h = get_handle(c, HANDLE_DIR, &r);
 	if (r != 0)
 		return PARSE_ERROR;
+	rq.op = OP_DIRSTAT;
+	rq.size = sizeof(struct dirbatch);
+	if (!admit(h != NULL ? &rq : NULL))
+		return WAIT;
 	debug("request %u: readdir \"%s\" (handle %d)", id, handle_name(h),
 	    handle_index(h));
 	if (h == NULL)
@@ -1956,13 +1492,13 @@ process_readdir(uint32_t id, struct cursor *c)
 	}
 	/* A batch of lstats is timed whole, and always: it is many calls. */
 	if (concurrent())
-		timing_start(&t, 1);
+		sched_timing_start(&t, 1);
 	readdir_here(h, &rep, time(NULL));
 	/* Each name was a call: the batch counts as rep.count of them. */
 	if (concurrent() && rep.count > 0) {
-		ns = timing_waited(&t);
+		ns = sched_timing_waited(&t);
 		for (unsigned i = 0; i < rep.count; i++)
-			note_latency(ns >= 0 ? ns / rep.count : ns);
+			sched_note_latency(ns >= 0 ? ns / rep.count : ns);
 	}
 	return readdir_end(id, &rep);
 }
@@ -2765,242 +2301,28 @@ one_reply(const char *name, uint32_t id, uint64_t before)
 	abort();
 }
 
-/* Whether handles a and b are known to be of two different files. */
-static int
-other_files(const struct handle *a, const struct handle *b)
-{
-	return a != NULL && b != NULL && a->known && b->known &&
-	    (a->dev != b->dev || a->ino != b->ino);
-}
-
 /*
- * Whether the work of an earlier request in flight, j, and of a new one
- * (op on [off, off+len), through handle h) may run at once: the ordering
- * rule at the top of this file.
+ * One request: every request gets exactly one reply.  Unlike OpenSSH, an
+ * unknown packet type is answered with OP_UNSUPPORTED (OpenSSH says
+ * nothing and the client waits forever), and a request whose fields do not
+ * parse gets BAD_MESSAGE instead of ending the session.
+ */
+/*
+ * Whether the request c holds must wait for the requests in flight before
+ * its handler runs at all: one whose row names no job kind (a barrier, an
+ * extension, INIT), an unknown type, or one that -R, -P or -p refuse (it
+ * is answered at once, after them).  Reads a copy of c; logs nothing.
  */
 static int
-independent(const struct job *j, int op, struct handle *h, uint64_t off,
-    uint64_t len)
-{
-	struct handle *jh = j->owner;
-	uint64_t wend, roff;
-	int other;
-
-	if (jobs_done(j))
-		return 1;	/* its system call returned */
-	if (j->op == OP_OPEN)
-		return !open_changes(j->flags);
-	if (j->op == OP_CLOSE) {
-		/* Its handle is named by no later request. */
-		return op != OP_WRITE || space_ample(h, len);
-	}
-	if (j->op != OP_WRITE && op != OP_WRITE)
-		return 1;	/* neither changes anything */
-	if (j->op == OP_WRITE && op == OP_WRITE && other_files(jh, h))
-		return (j->flags & JOB_AMPLE) && space_ample(h, len);
-	if (other_files(jh, h))
-		return 1;	/* no byte, size or time in common */
-	if ((j->op == OP_WRITE && (jh->flags & O_APPEND)) ||
-	    (op == OP_WRITE && (h->flags & O_APPEND)))
-		return 0;	/* the kernel picks the offset */
-	if (j->op == OP_WRITE && op == OP_WRITE)
-		return ((uint64_t)j->off + j->len <= off ||
-		    off + len <= (uint64_t)j->off) &&
-		    (j->flags & JOB_AMPLE) && space_ample(h, len);
-	if (j->op == OP_WRITE) {
-		wend = (uint64_t)j->off + j->len;
-		other = op;
-		roff = off;
-	} else {
-		wend = off + len;
-		other = j->op;
-		roff = (uint64_t)j->off;
-	}
-	if (other != OP_READ)
-		return 0;	/* FSTAT, STAT, LSTAT: sizes, any file */
-	return wend <= roff;
-}
-
-/*
- * The rule for two OPENs, with open(2)'s flags and creation modes: whether
- * no outcome depends on which runs first.
- */
-static int
-opens_independent(int a, mode_t am, int b, mode_t bm)
-{
-	if (((a | b) & O_EXCL) || (a & O_CREAT) != (b & O_CREAT))
-		return 0;
-	if (fifo_pair(a, b))
-		return 0;
-	if (!(a & O_CREAT))
-		return 1;
-	return am == bm && owner_may(a, am) && owner_may(b, bm);
-}
-
-/*
- * Whether an OPEN with open(2)'s flags and mode may start beside the
- * request in flight j (the rule).
- */
-static int
-open_independent(const struct job *j, int flags, mode_t mode)
-{
-	const struct handle *jh = j->owner;
-
-	if (jobs_done(j))
-		return 1;
-	switch (j->op) {
-	case OP_OPEN:
-		return opens_independent(j->flags, (mode_t)j->len, flags,
-		    mode);
-	case OP_CLOSE:
-		return !fifo_pair(jh->flags, flags);
-	default:	/* READ, WRITE, the stats, READDIR's */
-		return !open_changes(flags);
-	}
-}
-
-/*
- * Whether a CLOSE of h may start beside the request in flight j: it waits
- * for those on h (the rule).
- */
-static int
-close_independent(const struct job *j, const struct handle *h)
-{
-	if (jobs_done(j))
-		return 1;
-	if (j->op == OP_OPEN)
-		return !fifo_pair(j->flags, h->flags);
-	if (j->op == OP_WRITE && !(j->flags & JOB_AMPLE))
-		return 0;	/* a removed file's last close frees space */
-	return j->owner != h;
-}
-
-/* Whether op may start beside every request in flight. */
-static int
-independent_of_all(int op, struct handle *h, uint64_t off, uint64_t len)
-{
-	for (unsigned i = 0; i < jobs_count(); i++)
-		if (!independent(jobs_at(i), op, h, off, len))
-			return 0;
-	return 1;
-}
-
-/* Whether the OPEN c holds (past its id) may start now (may_start()). */
-static int
-open_may_start(struct cursor *c)
-{
-	char path[PATH_MAX];
-	struct sftp_attrs a;
-	uint32_t pflags;
-	mode_t mode;
-	int flags;
-
-	if (!open_job_ok() || handles.used >= handles.nslots ||
-	    pkt_get_path(c, path, sizeof path) != 0 ||
-	    pkt_get_u32(c, &pflags) != 0 || pkt_get_attrs(c, &a) != 0)
-		return 0;
-	flags = flags_from_portable(pflags);
-	mode = (a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) ? a.perm : 0666;
-	if (ss->readonly && ((flags & O_ACCMODE) != O_RDONLY ||
-	    (flags & (O_CREAT | O_TRUNC)) != 0))
-		return 0;	/* refused at once */
-	if (!jobs_room(strlen(path) + 1))
-		return 0;
-	for (unsigned i = 0; i < jobs_count(); i++)
-		if (!open_independent(jobs_at(i), flags, mode))
-			return 0;
-	return 1;
-}
-
-/* Whether the CLOSE c holds (past its id) may start now (may_start()). */
-static int
-close_may_start(struct cursor *c)
-{
-	struct handle *h;
-	uint32_t slot, gen;
-
-	if (pkt_get_handle(c, &slot, &gen) != 0 ||
-	    (h = handle_lookup(&handles, slot, gen, HANDLE_FILE)) == NULL ||
-	    !jobs_room(0))
-		return 0;
-	for (unsigned i = 0; i < jobs_count(); i++)
-		if (!close_independent(jobs_at(i), h))
-			return 0;
-	return 1;
-}
-
-/*
- * Whether the request c holds may start now, while requests are in flight:
- * one of those that can be a job (READ, WRITE, FSTAT, STAT, LSTAT,
- * READDIR, OPEN, CLOSE), well
- * formed, permitted, on a valid handle and offset, with room for its job,
- * and independent of everything in flight.  Anything else (a barrier, or a
- * request that would be answered at once with an error) waits until
- * nothing is in flight.  Reads c's fields from a copy; logs nothing.
- */
-static int
-may_start(struct cursor c)
+barrier(struct cursor c)
 {
 	const struct request *rq;
-	const uint8_t *data;
-	struct handle *h = NULL;
-	uint32_t id, slot, gen, len = 0;
-	uint64_t off = 0;
+	uint32_t id;
 	uint8_t type;
-	int op;
 
-	if (pkt_get_u8(&c, &type) != 0 || pkt_get_u32(&c, &id) != 0 ||
-	    (rq = by_type[type]) == NULL ||
-	    refusal(rq->name, rq->flags) != PERMITTED)
-		return 0;
-	switch (type) {
-	case SSH_FXP_READ:
-	case SSH_FXP_WRITE:
-	case SSH_FXP_FSTAT:
-		if (pkt_get_handle(&c, &slot, &gen) != 0 ||
-		    (h = handle_lookup(&handles, slot, gen, HANDLE_FILE)) ==
-		    NULL)
-			return 0;
-		break;
-	case SSH_FXP_READDIR:
-		/* Its names are read here, now: nothing in flight renames. */
-		if (pkt_get_handle(&c, &slot, &gen) != 0 ||
-		    handle_lookup(&handles, slot, gen, HANDLE_DIR) == NULL ||
-		    jobs_count() + READDIR_BATCH / DIRSTAT_SLICE + 1 >=
-		    JOBS_RING)
-			return 0;
-		return jobs_room(sizeof(struct dirbatch)) &&
-		    independent_of_all(OP_DIRSTAT, NULL, 0, 0);
-	case SSH_FXP_STAT:
-	case SSH_FXP_LSTAT:
-		if (pkt_get_string(&c, &data, &len) != 0 || len >= PATH_MAX ||
-		    memchr(data, '\0', len) != NULL)
-			return 0;
-		op = type == SSH_FXP_STAT ? OP_STAT : OP_LSTAT;
-		return jobs_room((size_t)len + 1) &&
-		    independent_of_all(op, NULL, 0, 0);
-	case SSH_FXP_OPEN:
-		return open_may_start(&c);
-	case SSH_FXP_CLOSE:
-		return close_may_start(&c);
-	default:
-		return 0;
-	}
-	if (type == SSH_FXP_FSTAT)
-		return jobs_room(0) && independent_of_all(OP_FSTAT, h, 0, 0);
-	if (pkt_get_u64(&c, &off) != 0 || off >= (uint64_t)1 << 40)
-		return 0;	/* bad_offset() may seek: alone */
-	if (type == SSH_FXP_READ) {
-		if (pkt_get_u32(&c, &len) != 0)
-			return 0;
-		if (len > SFTP_MAX_READ)
-			len = SFTP_MAX_READ;
-		return jobs_room(len) &&
-		    independent_of_all(OP_READ, h, off, len);
-	}
-	if (pkt_get_string(&c, &data, &len) != 0)
-		return 0;
-	return jobs_room(0) && independent_of_all(OP_WRITE, h, off, len);
+	return pkt_get_u8(&c, &type) != 0 || pkt_get_u32(&c, &id) != 0 ||
+	    (rq = by_type[type]) == NULL || rq->job == OP_NONE ||
+	    refusal(rq->name, rq->flags) != PERMITTED;
 }
 
 /*
@@ -3008,21 +2330,30 @@ may_start(struct cursor c)
  * unknown packet type is answered with OP_UNSUPPORTED (OpenSSH says
  * nothing and the client waits forever), and a request whose fields do not
  * parse gets BAD_MESSAGE instead of ending the session.
+ *
+ * While requests are in flight, a request runs only through admit(): a
+ * barrier waits here, and a handler whose request may not start (admit()
+ * said no, or it would answer at once) returns WAIT before it logs or
+ * acts; its bytes stay as they are (c is read through a copy) for the next
+ * try.  So a request in flight is answered by its job, DEFERRED, or not
+ * at all yet.
  */
 int
 requests_process(struct cursor *c)
 {
 	const struct request *rq;
+	struct cursor body = *c;
 	uint32_t id, status;
 	uint64_t before = oq->nreplies;
 	int in_flight = deferring();
 	uint8_t type;
 
-	if (in_flight && !may_start(*c))
+	if (in_flight && barrier(body))
 		return REQUESTS_WAIT;
-	if (pkt_get_u8(c, &type) != 0)
+	if (pkt_get_u8(&body, &type) != 0)
 		abort();	/* ibuf_next() never yields an empty body */
 	if (type == SSH_FXP_INIT) {
+		*c = body;
 		if (process_init(c) != 0)
 			return SESSION_FATAL;
 		init_done = 1;
@@ -3034,16 +2365,23 @@ requests_process(struct cursor *c)
 		return SESSION_FATAL;
 	}
 	rq = NULL;
-	if (pkt_get_u32(c, &id) != 0) {
+	if (pkt_get_u32(&body, &id) != 0) {
 		/* No id to echo: the reply carries 0. */
 		id = 0;
 		error("request of type %u: bad message: no request id", type);
 		status = SSH_FX_BAD_MESSAGE;
-	} else if ((rq = find_request(type, id, c, &status)) == NULL) {
+	} else if ((rq = find_request(type, id, &body, &status)) == NULL) {
 		/* status says why */
+	} else if (in_flight) {
+		/* Permitted (barrier()): its line is written once admitted. */
+		admitting = rq;
+		status = rq->handler(id, &body);
+		admitting = NULL;
+		if (status == PARSE_ERROR)
+			status = WAIT;	/* answered at once: after them */
 	} else if (!request_permitted(rq)) {
 		status = SSH_FX_PERMISSION_DENIED;
-	} else if ((status = rq->handler(id, c)) == PARSE_ERROR) {
+	} else if ((status = rq->handler(id, &body)) == PARSE_ERROR) {
 		error("%s: bad message in request %u", rq->name, id);
 		status = SSH_FX_BAD_MESSAGE;
 	} else if (status == STOP) {
@@ -3051,18 +2389,32 @@ requests_process(struct cursor *c)
 		    rq->name);
 		return REQUESTS_STOP;
 	}
-	if (status == DEFERRED) {
-		if (oq->nreplies != before)
-			abort();
+	if (status == WAIT && oq->nreplies == before)
+		return REQUESTS_WAIT;
+	if (status == DEFERRED && oq->nreplies == before) {
+		*c = body;
 		return 0;
 	}
-	if (in_flight)
-		abort();	/* may_start() let through what answers now */
+	if (status == DEFERRED || status == WAIT || in_flight)
+		abort();	/* answered before admit(): a bug */
+	*c = body;
 	if (status != REPLIED)
 		(void)reply_status(id, status, NULL);
 	one_reply(rq != NULL ? rq->name : "unknown", id, before);
 	return 0;
 }
+
+/* Each kind of job: the reply it leads to, built in the loop's thread. */
+static uint32_t (*const answers[OP_COUNT])(struct job *) = {
+	[OP_READ] = read_answer,
+	[OP_WRITE] = write_answer,
+	[OP_FSTAT] = stat_answer,
+	[OP_STAT] = stat_answer,
+	[OP_LSTAT] = stat_answer,
+	[OP_DIRSTAT] = readdir_answer,
+	[OP_OPEN] = open_answer,
+	[OP_CLOSE] = close_answer,
+};
 
 /* The reply of a job that is done, as its handler would have queued it. */
 static void
@@ -3071,39 +2423,8 @@ answer(struct job *j)
 	uint64_t before = oq->nreplies;
 	uint32_t status;
 
-	/*
-	 * A close(2) waits on few file systems (NFS flushes): a quick one
-	 * says nothing of the other calls, so only a slow one counts.
-	 */
-	if (j->ns >= 0 && j->op != OP_DIRSTAT &&
-	    (j->op != OP_CLOSE || j->ns > SLOW_NS))
-		note_latency(j->ns);
-	for (size_t i = 0; j->ns >= 0 && j->op == OP_DIRSTAT && i < j->len; i++)
-		note_latency(j->ns / (int64_t)j->len);
-	switch (j->op) {
-	case OP_READ:
-		status = read_answer(j);
-		break;
-	case OP_WRITE:
-		status = write_answer(j);
-		break;
-	case OP_FSTAT:
-	case OP_STAT:
-	case OP_LSTAT:
-		status = stat_result(j->id, (int)j->n, j->err, &j->st);
-		break;
-	case OP_DIRSTAT:
-		status = readdir_answer(j);
-		break;
-	case OP_OPEN:
-		status = open_answer(j);
-		break;
-	case OP_CLOSE:
-		status = close_answer(j);
-		break;
-	default:
-		abort();
-	}
+	sched_note_job(j);
+	status = answers[j->op](j);
 	if (status != REPLIED)
 		(void)reply_status(j->id, status, NULL);
 	one_reply("deferred", j->id, before);
@@ -3252,14 +2573,10 @@ requests_init(const struct session *s, struct oqueue *q)
 	oq = q;
 	init_done = 0;
 	given_up = 0;
-	waiting = FUZZ_STORAGE_WAITS();
-	streak = 0;
-	cmask = umask(0);
-	(void)umask(cmask);
 	for (size_t i = 0; i < NREQUESTS; i++)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];
-	(void)jobs_init(run_job, workers_for(s));
+	(void)sched_init(s->storage_ops, workers_for(s));
 	return handle_table_init(&handles, handle_limit(fds_kept()));
 }
 

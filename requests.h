@@ -17,6 +17,9 @@
 
 #include "packet.h"
 
+/* The most storage operations in flight at once that -T may ask for. */
+#define REQUESTS_MAX_OPS	128
+
 /* What the session tells the requests, once, at start. */
 struct session {
 	int readonly;			/* -R */
@@ -58,7 +61,7 @@ enum session_exit {
 #define REQUESTS_STOP	(-1)
 /*
  * requests_process(): the request cannot start yet: it depends on requests
- * still in flight (see the ordering rule in requests.c).  Nothing of it was
+ * still in flight (see the ordering rule in sched.c).  Nothing of it was
  * consumed or logged; the loop offers it again once some have finished.
  */
 #define REQUESTS_WAIT	(-2)

@@ -31,7 +31,6 @@
 
 #include "fileio.h"
 #include "fs.h"
-#include "jobs.h"
 #include "log.h"
 #include "packet.h"
 #include "path.h"
@@ -764,10 +763,10 @@ parse_options(int argc, char **argv, struct options *o)
 			errno = 0;
 			ops = strtoul(optarg, &end, 10);
 			if (*end != '\0' || end == optarg || errno != 0 ||
-			    ops < 1 || ops > JOBS_MAX_WORKERS ||
+			    ops < 1 || ops > REQUESTS_MAX_OPS ||
 			    optarg[0] == '-' || optarg[0] == '+')
 				die("Invalid storage operations \"%s\": "
-				    "1 to %d", optarg, JOBS_MAX_WORKERS);
+				    "1 to %d", optarg, REQUESTS_MAX_OPS);
 			sess.storage_ops = (unsigned)ops;
 			break;
 		case 'u':

@@ -3,9 +3,12 @@
 # only headers of a layer below its own (and its own header).  Prints one
 # line per file and "N passed, M failed"; exits 1 on an upward include.
 #
-#   4  sftp-server-main.c                          main()
-#   3  sftp-server.c sftp-server.h                 options, setup, the loop
-#   2  requests.c requests.h                       table, dispatch, handlers
+#   5  sftp-server-main.c                          main()
+#   4  sftp-server.c sftp-server.h                 options, setup, the loop
+#   3  requests.c requests.h                       table, dispatch, handlers
+#   2  sched.c sched.h                             the ordering rule,
+#                                                  admission, placement, the
+#                                                  jobs' system calls
 #   1  fs attrib handles path pipes xferlog        the file system, attributes,
 #      fileio sandbox rootcheck jobs               handles, expansions, pipes,
 #                                                  the transfer log, the file
@@ -18,9 +21,10 @@ cd "$(dirname "$0")/.." || exit 1
 
 layer() {
     case ${1%.[ch]} in
-    sftp-server-main) echo 4 ;;
-    sftp-server) echo 3 ;;
-    requests) echo 2 ;;
+    sftp-server-main) echo 5 ;;
+    sftp-server) echo 4 ;;
+    requests) echo 3 ;;
+    sched) echo 2 ;;
     fs | attrib | handles | path | pipes | xferlog | fileio | sandbox | \
         rootcheck | jobs) echo 1 ;;
     packet | log | sys-gnu | digest | sysnames) echo 0 ;;

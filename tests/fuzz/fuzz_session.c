@@ -50,8 +50,8 @@
  *
  * Storage that waits: the jail's tmpfs never makes a call wait, so the
  * server would make every storage call in its loop, none in its workers
- * (the comment above SLOW_NS in requests.c).  With this bit the
- * server (built with -DSFTP_FUZZ, requests.c) starts as if its storage
+ * (the ordering rule in sched.c).  With this bit the
+ * server (built with -DSFTP_FUZZ, sched.c) starts as if its storage
  * waited, finds no READ's data in the page cache, and before each job's
  * system calls calls storage_wait() below with the job's request id,
  * in the thread that makes them.  So requests go to the server's workers,
@@ -173,7 +173,7 @@
 #define ROOT_IN_JAIL	"home/alice"
 #define ROOT_ARG	"~alice"
 
-/* From sftp-server.c and requests.c built with -DSFTP_FUZZ. */
+/* From sftp-server.c and sched.c built with -DSFTP_FUZZ. */
 extern jmp_buf sftp_fuzz_exit;
 extern int sftp_fuzz_status;
 extern void (*sftp_fuzz_storage_wait)(uint32_t);
