@@ -7,6 +7,13 @@
  * inside, and the paths the client sees start at that directory.
  *
  * Each call returns what its system call returns, with errno set.
+ *
+ * Threads: each declaration says whether a storage worker (jobs.h) may
+ * call it.  "Any thread": it reads only what start-up set (the root, the
+ * current directory of -d) and keeps no state, so workers may run it at
+ * once.  "The loop's": only the loop's thread; it changes state of this
+ * file (the root, the current directory, the transfer log's guard) or
+ * calls a function that does.
  */
 #ifndef FS_H
 #define FS_H
@@ -22,7 +29,8 @@
 
 /*
  * Confines every later call beneath dir.  Returns 0, or -1 with errno
- * (ENOSYS: the kernel has no openat2(2), and nothing is confined).
+ * (ENOSYS: the kernel has no openat2(2), and nothing is confined).  The
+ * loop's, at start.
  */
 int	fs_confine(const char *dir);
 /*
@@ -37,41 +45,47 @@ int	fs_confine(const char *dir);
  * hard link, ".."), and no request makes, replaces or removes an entry of
  * the family by name.  A refused call fails with EACCES and logs why.
  * The directory is held open; when the user may not read it, rotated files
- * are guarded by their names only.  Returns 0, or -1 with errno.
+ * are guarded by their names only.  Returns 0, or -1 with errno.  The
+ * loop's, at start.
  */
 int	fs_protect(const char *path, int fd);
-/* Whether fs_confine() is in force. */
+/* Whether fs_confine() is in force.  Any thread. */
 int	fs_confined(void);
 /*
  * Whether fs_protect() is in force.  Its guard keeps state of its own (the
  * log family's inodes): fs_open() is then for one thread only.  Otherwise
- * fs_open() and fs_stat() may run in several threads at once.
+ * fs_open() and fs_stat() may run in several threads at once.  Any thread.
  */
 int	fs_guarded(void);
 /*
  * The path the client sees for a path of the system (a home directory):
  * itself, or under -r its part beneath the root.  Returns 0, or -1 with
- * errno ENOENT when the client cannot see it.
+ * errno ENOENT when the client cannot see it.  The loop's.
  */
 int	fs_visible(const char *host, char *out, size_t size);
 /*
  * Makes path absolute and canonical into resolved (PATH_MAX bytes) as
  * OpenSSH's sftp_realpath() does: symlinks followed (33 at most, then
  * ELOOP), the last component may be missing, any other must exist.
- * Returns 0, or -1 with errno set.
+ * Returns 0, or -1 with errno set.  The loop's.
  */
 int	fs_realpath(const char *path, char *resolved);
-/* Changes the client's current directory. */
+/* Changes the client's current directory.  The loop's, at start. */
 int	fs_chdir(const char *);
 
-/* open(2); mode is used only with O_CREAT. */
+/*
+ * open(2); mode is used only with O_CREAT.  Any thread while fs_guarded()
+ * is false; the loop's otherwise (the guard's state).
+ */
 int	fs_open(const char *, int flags, mode_t mode);
+/* The loop's. */
 DIR	*fs_opendir(const char *);
-/* stat(2) when follow, lstat(2) otherwise. */
+/* stat(2) when follow, lstat(2) otherwise.  Any thread. */
 int	fs_stat(const char *, struct stat *, int follow);
 /*
  * The attributes of the entry name of an open directory; for ".." of the
  * confining directory, its own, since its parent is not the client's to see.
+ * Any thread.
  */
 int	fs_stat_entry(int dirfd, const char *name, struct stat *);
 /*
@@ -79,7 +93,8 @@ int	fs_stat_entry(int dirfd, const char *name, struct stat *);
  * full: statfs(2)'s two 32-bit words, the first in the low half, which is
  * what statvfs(3)'s f_fsid holds with glibc on 64-bit systems and what
  * OpenSSH's server sends there.  f_fsid itself keeps only the first word
- * on 32-bit systems and with musl.
+ * on 32-bit systems and with musl.  The loop's, as every call below: they
+ * go through the transfer log's guard, or change what it guards.
  */
 int	fs_statvfs(const char *, struct statvfs *, uint64_t *fsid);
 int	fs_fstatvfs(int fd, struct statvfs *, uint64_t *fsid);
