@@ -118,7 +118,8 @@
  *
  * This file (sched.h): the rule's predicates (independent() and its
  * family), admission (sched_admit()), placement (the page cache, the
- * slow streaks, free space) and the run function of each kind of job.
+ * slow streaks, free space) and each kind of job's row in job_kinds[]:
+ * its run function and its predicate.
  */
 #include <sys/types.h>
 #include <sys/stat.h>
@@ -452,32 +453,6 @@ run_close(struct task *j)
 	j->n = close(j->fd);
 }
 
-/* Each kind of job: what a worker runs for it. */
-static void (*const runs[OP_COUNT])(struct task *) = {
-	[OP_READ] = run_read,
-	[OP_WRITE] = run_write,
-	[OP_FSTAT] = run_fstat,
-	[OP_STAT] = run_stat,
-	[OP_LSTAT] = run_lstat,
-	[OP_DIRSTAT] = run_dirstat,
-	[OP_OPEN] = run_open,
-	[OP_CLOSE] = run_close,
-};
-
-/* What a worker runs: the system calls of one job, and nothing else. */
-static void
-run_job(struct job *job)
-{
-	struct task *j = TASK(job);
-	struct timing t;
-
-	sched_timing_start(&t, 1);
-	FUZZ_STORAGE_CALL(j);
-	runs[j->op](j);
-	j->err = j->n == -1 ? errno : 0;
-	j->ns = sched_timing_waited(&t);
-}
-
 void
 sched_start(struct task *j, int wait)
 {
@@ -733,60 +708,93 @@ close_independent(const struct task *j, const struct handle *h)
 	return j->owner != h;
 }
 
-/* Whether op may start beside every request in flight. */
+/* Kinds of job: the system calls and the rule of each, in one row. */
+
+/*
+ * Whether the request r may start beside the job j in flight, as each kind
+ * asks the rule.
+ */
 static int
-independent_of_all(enum job_op op, struct handle *h, uint64_t off,
-    uint64_t len)
+beside_range(const struct task *j, const struct sched_req *r)
 {
-	for (unsigned i = 0; i < jobs_count(); i++)
-		if (!independent(TASK(jobs_at(i)), op, h, off, len))
-			return 0;
-	return 1;
+	return independent(j, r->op, r->h, r->off, r->len);
 }
 
+static int
+beside_dirstat(const struct task *j, const struct sched_req *r)
+{
+	(void)r;	/* its names are read here, now: nothing renames */
+	return independent(j, OP_DIRSTAT, NULL, 0, 0);
+}
+
+static int
+beside_open(const struct task *j, const struct sched_req *r)
+{
+	return open_independent(j, r->flags, r->mode);
+}
+
+static int
+beside_close(const struct task *j, const struct sched_req *r)
+{
+	return close_independent(j, r->h);
+}
+
+/*
+ * A kind of job: its system calls (run, in a worker or in the loop's
+ * thread), whether a request of the kind may start beside a job in flight
+ * (beside: the rule), and the entries of the ring it keeps free besides
+ * its own (READDIR's parts).  The reply it leads to is requests.c's
+ * (answers[]).
+ */
+struct job_kind {
+	void (*run)(struct task *);
+	int (*beside)(const struct task *, const struct sched_req *);
+	unsigned extra;
+};
+
+static const struct job_kind job_kinds[OP_COUNT] = {
+	[OP_READ] = { run_read, beside_range, 0 },
+	[OP_WRITE] = { run_write, beside_range, 0 },
+	[OP_FSTAT] = { run_fstat, beside_range, 0 },
+	[OP_STAT] = { run_stat, beside_range, 0 },
+	[OP_LSTAT] = { run_lstat, beside_range, 0 },
+	[OP_DIRSTAT] = { run_dirstat, beside_dirstat,
+	    READDIR_BATCH / DIRSTAT_SLICE + 1 },
+	[OP_OPEN] = { run_open, beside_open, 0 },
+	[OP_CLOSE] = { run_close, beside_close, 0 },
+};
+
+/* What a worker runs: the system calls of one job, and nothing else. */
+static void
+run_job(struct job *job)
+{
+	struct task *j = TASK(job);
+	struct timing t;
+
+	sched_timing_start(&t, 1);
+	FUZZ_STORAGE_CALL(j);
+	job_kinds[j->op].run(j);
+	j->err = j->n == -1 ? errno : 0;
+	j->ns = sched_timing_waited(&t);
+}
 
 /* Admission. */
 
 int
 sched_admit(const struct sched_req *r)
 {
-	unsigned i;
+	const struct job_kind *k;
 
-	switch (r->op) {
-	case OP_READ:
-	case OP_WRITE:
-	case OP_FSTAT:
-	case OP_STAT:
-	case OP_LSTAT:
-		return jobs_room(r->size) &&
-		    independent_of_all(r->op, r->h, r->off, r->len);
-	case OP_DIRSTAT:
-		/* Its names are read here, now: nothing in flight renames. */
-		if (jobs_count() + READDIR_BATCH / DIRSTAT_SLICE + 1 >=
-		    JOBS_RING)
+	if (r->op <= OP_NONE || r->op >= OP_COUNT ||
+	    job_kinds[r->op].beside == NULL)
+		return 0;	/* a barrier: it runs alone */
+	k = &job_kinds[r->op];
+	if (jobs_count() + k->extra >= JOBS_RING || !jobs_room(r->size))
+		return 0;
+	for (unsigned i = 0; i < jobs_count(); i++)
+		if (!k->beside(TASK(jobs_at(i)), r))
 			return 0;
-		return jobs_room(r->size) &&
-		    independent_of_all(OP_DIRSTAT, NULL, 0, 0);
-	case OP_OPEN:
-		if (!jobs_room(r->size))
-			return 0;
-		for (i = 0; i < jobs_count(); i++)
-			if (!open_independent(TASK(jobs_at(i)), r->flags,
-			    r->mode))
-				return 0;
-		return 1;
-	case OP_CLOSE:
-		if (!jobs_room(0))
-			return 0;
-		for (i = 0; i < jobs_count(); i++)
-			if (!close_independent(TASK(jobs_at(i)), r->h))
-				return 0;
-		return 1;
-	case OP_NONE:
-	case OP_COUNT:
-		break;
-	}
-	return 0;	/* a barrier: it runs alone */
+	return 1;
 }
 
 _Static_assert(sizeof(struct task) <= JOBS_ENTRY_MAX,
