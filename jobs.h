@@ -89,8 +89,9 @@ unsigned	jobs_collect(void);
 struct job	*jobs_head(void);
 /* Removes the oldest job (done) and gives its arena bytes back. */
 void	jobs_retire(void);
-/* Jobs in the ring, and how many of them are not yet done. */
+/* Jobs in the ring. */
 unsigned	jobs_count(void);
+/* How many of them are not yet done: for the tests (test_jobs.c). */
 unsigned	jobs_running(void);
 /* The job i places from the oldest (i < jobs_count()). */
 struct job	*jobs_at(unsigned i);
@@ -104,7 +105,11 @@ struct job	*jobs_at(unsigned i);
  */
 int	jobs_sleep(void);
 void	jobs_woke(int readable);
-/* Waits until a running job finishes, if one is running. */
+/*
+ * Waits until a running job finishes, if one is running: for the tests
+ * and jobs_free().  The server's loop does not block here: it sleeps in
+ * its own poll(2), on jobs_sleep()'s descriptor beside its others.
+ */
 void	jobs_wait(void);
 /*
  * No job queued: ends the workers, closes the descriptor and gives back
