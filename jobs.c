@@ -36,6 +36,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -56,9 +57,11 @@
 
 static void (*run_job)(struct job *);
 static unsigned max_workers = 1;
+/* An entry of the ring: the caller's struct, which begins with a job. */
+static size_t entry_size = sizeof(struct job);
 
 static uint8_t *map;		/* the arena, its guard, then the ring */
-static struct job *ring;
+static uint8_t *ring;
 static uint8_t *arena;
 static unsigned ring_head, ring_count, nrunning;
 static size_t arena_beg, arena_used;	/* the bytes in use: a ring */
@@ -80,7 +83,7 @@ static unsigned unseen;		/* jobs finished that it has not collected */
  * any page size), then the ring.
  */
 #define ARENA_GUARD	(64 * 1024)
-#define RING_BYTES	(JOBS_RING * sizeof(struct job))
+#define RING_BYTES	(JOBS_RING * entry_size)
 #define MAP_SIZE	(JOBS_ARENA + ARENA_GUARD + RING_BYTES)
 
 /* Sanitizer builds: the arena's free bytes may not be touched. */
@@ -101,9 +104,37 @@ static unsigned unseen;		/* jobs finished that it has not collected */
 #define UNPOISON(p, n)	((void)(p), (void)(n))
 #endif
 
-int
-jobs_init(void (*run)(struct job *), unsigned max)
+/* Gives the mapping back, with no job in the ring. */
+static void
+unmap(void)
 {
+	if (map != NULL) {
+		UNPOISON(arena, JOBS_ARENA);	/* the next mapping's */
+		(void)munmap(map, MAP_SIZE);
+	}
+	map = NULL;
+}
+
+/* The entry of the ring at index i (< JOBS_RING). */
+static struct job *
+entry(unsigned i)
+{
+	return (struct job *)(void *)(ring + (size_t)i * entry_size);
+}
+
+int
+jobs_init(void (*run)(struct job *), unsigned max, size_t size)
+{
+	if (size < sizeof(struct job) || size > JOBS_ENTRY_MAX)
+		return -1;
+	/* Each entry starts aligned for whatever the caller's struct holds. */
+	size = (size + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) *
+	    _Alignof(max_align_t);
+	if (ring_count > 0 && size != entry_size)
+		return -1;
+	if (size != entry_size)
+		unmap();	/* the next mapping is made of the new size */
+	entry_size = size;
 	run_job = run;
 	if (max < 1)
 		max = 1;
@@ -138,7 +169,7 @@ mapped(void)
 	}
 	map = p;
 	arena = map;
-	ring = (struct job *)(void *)(map + JOBS_ARENA + ARENA_GUARD);
+	ring = map + JOBS_ARENA + ARENA_GUARD;
 	POISON(arena, JOBS_ARENA);
 	return 0;
 }
@@ -202,9 +233,8 @@ jobs_new(size_t size)
 	if ((off = arena_place(size, &charge)) == SIZE_MAX)
 		return NULL;
 	arena_used += charge;
-	j = &ring[(ring_head + ring_count) % JOBS_RING];
-	memset(j, 0, sizeof *j);
-	j->fd = -1;
+	j = entry((ring_head + ring_count) % JOBS_RING);
+	memset(j, 0, entry_size);
 	j->arena_off = off;
 	j->arena_size = size;
 	j->arena_charge = charge;
@@ -352,7 +382,7 @@ jobs_collect(void)
 		return 0;
 	(void)pthread_mutex_lock(&lock);
 	for (unsigned i = 0; unseen > 0 && i < ring_count; i++) {
-		j = &ring[(ring_head + i) % JOBS_RING];
+		j = entry((ring_head + i) % JOBS_RING);
 		if (j->queued && !j->done && j->finished) {
 			j->done = 1;
 			n++;
@@ -367,15 +397,15 @@ jobs_collect(void)
 struct job *
 jobs_head(void)
 {
-	if (ring_count == 0 || !ring[ring_head].done)
+	if (ring_count == 0 || !entry(ring_head)->done)
 		return NULL;
-	return &ring[ring_head];
+	return entry(ring_head);
 }
 
 void
 jobs_retire(void)
 {
-	struct job *j = &ring[ring_head];
+	struct job *j = entry(ring_head);
 
 	if (ring_count == 0 || !j->done)
 		return;
@@ -405,7 +435,7 @@ jobs_running(void)
 struct job *
 jobs_at(unsigned i)
 {
-	return &ring[(ring_head + i) % JOBS_RING];
+	return entry((ring_head + i) % JOBS_RING);
 }
 
 int
@@ -489,10 +519,6 @@ jobs_free(void)
 		jobs_retire();
 	}
 	jobs_idle();
-	if (map != NULL) {
-		UNPOISON(arena, JOBS_ARENA);	/* the next mapping's */
-		(void)munmap(map, MAP_SIZE);
-	}
-	map = NULL;
+	unmap();
 }
 #endif

@@ -6,7 +6,11 @@
  *
  * jobs.c knows threads, a ring of jobs and a ring of bytes, not files or
  * the protocol: what a job does is the run function given to jobs_init(),
- * and the fields below the line in struct job are the caller's.  Workers
+ * and what it carries is the caller's.  struct job holds jobs.c's fields
+ * only; the caller's struct begins with one (as nginx's task->ctx follows
+ * its task), and jobs_init() is told its size: each entry of the ring is
+ * that big, zeroed by jobs_new(), and jobs.c touches only its struct job
+ * at the start.  The caller converts the pointers it is given.  Workers
  * are started when work is handed off and none is free, at most the limit
  * given, and all end at jobs_idle(): an idle session holds no thread, no
  * descriptor and no page of the rings.
@@ -31,27 +35,9 @@
 /* Most workers a session may have (-T). */
 #define JOBS_MAX_WORKERS	128
 
+/* jobs.c's part of a job: the caller's struct begins with it. */
 struct job {
-	/* The caller's: what to do, and what came of it. */
-	int op;
-	int fd;
-	int flags;
-	uint32_t id;
-	void *owner;
-	off_t off;
-	size_t len;
-	mode_t mode;		/* an OPEN's creation mode */
 	uint8_t *buf;		/* the arena bytes of jobs_new() */
-	const uint8_t *data;
-	void *shared;		/* an earlier job's buf this one works in */
-	unsigned parts;		/* jobs after this one that are its parts */
-	ssize_t n;
-	int err;
-	uint64_t written;
-	int64_t ns;		/* how long its system calls took */
-	struct stat st;
-
-	/* jobs.c's. */
 	int queued;		/* handed to a worker */
 	int finished;		/* a worker is done with it (under the lock) */
 	int done;		/* the loop has seen it done */
@@ -61,16 +47,23 @@ struct job {
 };
 
 /*
- * Sets what a job does (run, called in a worker or in the loop's thread)
- * and how many workers may run at once.  Returns 0.
+ * Sets what a job does (run, called in a worker or in the loop's thread),
+ * how many workers may run at once, and the size of the caller's struct
+ * that begins with struct job (at least sizeof(struct job), at most
+ * JOBS_ENTRY_MAX).  Returns 0; -1 when the size is out of those bounds,
+ * or differs from the last while jobs are in the ring.
  */
-int	jobs_init(void (*run)(struct job *), unsigned max_workers);
+int	jobs_init(void (*run)(struct job *), unsigned max_workers,
+    size_t entry_size);
+/* The largest caller's struct. */
+#define JOBS_ENTRY_MAX	1024
 /* The limit of jobs_init(). */
 unsigned	jobs_max_workers(void);
 /*
- * A new job at the end of the ring, zeroed, with size bytes of the arena
- * at job->buf (none for 0).  NULL when the ring or the arena is full: the
- * caller waits for jobs to be handed back (jobs_head(), jobs_retire()).
+ * A new job at the end of the ring, its whole entry zeroed, with size
+ * bytes of the arena at job->buf (none for 0).  NULL when the ring or the
+ * arena is full: the caller waits for jobs to be handed back (jobs_head(),
+ * jobs_retire()).
  */
 struct job	*jobs_new(size_t size);
 /* Whether jobs_new(size) would succeed now. */
@@ -96,8 +89,9 @@ unsigned	jobs_collect(void);
 struct job	*jobs_head(void);
 /* Removes the oldest job (done) and gives its arena bytes back. */
 void	jobs_retire(void);
-/* Jobs in the ring, and how many of them are not yet done. */
+/* Jobs in the ring. */
 unsigned	jobs_count(void);
+/* How many of them are not yet done: for the tests (test_jobs.c). */
 unsigned	jobs_running(void);
 /* The job i places from the oldest (i < jobs_count()). */
 struct job	*jobs_at(unsigned i);
@@ -111,7 +105,11 @@ struct job	*jobs_at(unsigned i);
  */
 int	jobs_sleep(void);
 void	jobs_woke(int readable);
-/* Waits until a running job finishes, if one is running. */
+/*
+ * Waits until a running job finishes, if one is running: for the tests
+ * and jobs_free().  The server's loop does not block here: it sleeps in
+ * its own poll(2), on jobs_sleep()'s descriptor beside its others.
+ */
 void	jobs_wait(void);
 /*
  * No job queued: ends the workers, closes the descriptor and gives back

@@ -477,7 +477,7 @@ track(struct handle *h, uint64_t off, uint64_t n)
 
 /* Starts a job that is filled in (sched_start()): its reply will follow. */
 static uint32_t
-start_job(struct job *j, int wait)
+start_job(struct task *j, int wait)
 {
 	sched_start(j, wait);
 	return DEFERRED;
@@ -750,12 +750,12 @@ static uint32_t
 open_job(uint32_t id, uint32_t pflags, int flags, mode_t mode)
 {
 	struct handle *h;
-	struct job *j;
+	struct task *j;
 	size_t len = strlen(path1) + 1;
 
 	h = handle_new(&handles, HANDLE_FILE, path1);
 	j = sched_job(OP_OPEN, id, h, len);
-	memcpy(j->buf, path1, len);
+	memcpy(j->job.buf, path1, len);
 	j->flags = flags | O_NONBLOCK | O_NOCTTY;
 	j->mode = mode;
 	if (h != NULL) {
@@ -836,7 +836,7 @@ process_open(uint32_t id, struct cursor *c)
 
 /* An OPEN's job is done: its handle, or the status of its failure. */
 static uint32_t
-open_answer(struct job *j)
+open_answer(struct task *j)
 {
 	struct handle *h = j->owner;
 
@@ -892,7 +892,7 @@ process_close(uint32_t id, struct cursor *c)
 
 /* A CLOSE's job is done: the log lines, and the slot given back. */
 static uint32_t
-close_answer(struct job *j)
+close_answer(struct task *j)
 {
 	struct handle *h = j->owner;
 
@@ -951,7 +951,7 @@ read_result(struct handle *h, uint32_t id, uint64_t off, uint32_t len,
 static uint32_t
 read_job(struct handle *h, uint32_t id, uint64_t off, uint32_t len)
 {
-	struct job *j;
+	struct task *j;
 
 	j = sched_job(OP_READ, id, h, len);
 	j->off = (off_t)off;
@@ -1011,7 +1011,7 @@ process_read(uint32_t id, struct cursor *c)
 
 /* A READ's job is done: its DATA, from the job's buffer. */
 static uint32_t
-read_answer(struct job *j)
+read_answer(struct task *j)
 {
 	struct handle *h = j->owner;
 	struct reply rep;
@@ -1024,7 +1024,7 @@ read_answer(struct job *j)
 		return REPLIED;
 	}
 	if (n > 0)
-		memcpy(buf, j->buf, n);
+		memcpy(buf, j->job.buf, n);
 	return read_result(h, j->id, (uint64_t)j->off, (uint32_t)j->len, j->n,
 	    j->err, &rep);
 }
@@ -1065,7 +1065,7 @@ process_write(uint32_t id, struct cursor *c)
 	struct sched_req rq = { 0 };
 	const uint8_t *data;
 	struct handle *h;
-	struct job *j;
+	struct task *j;
 	uint32_t len;
 	uint64_t off;
 	struct timing t;
@@ -1110,7 +1110,7 @@ process_write(uint32_t id, struct cursor *c)
 
 /* A WRITE's job is done: its data is let go, its bytes counted. */
 static uint32_t
-write_answer(struct job *j)
+write_answer(struct task *j)
 {
 	struct handle *h = j->owner;
 
@@ -1134,7 +1134,7 @@ stat_result(uint32_t id, int r, int e, const struct stat *st)
 
 /* A stat's job is done: its ATTRS. */
 static uint32_t
-stat_answer(struct job *j)
+stat_answer(struct task *j)
 {
 	return stat_result(j->id, (int)j->n, j->err, &j->st);
 }
@@ -1144,7 +1144,7 @@ do_stat(uint32_t id, struct cursor *c, int follow)
 {
 	struct sched_req rq = { 0 };
 	struct stat st;
-	struct job *j;
+	struct task *j;
 	struct timing t;
 	int r;
 
@@ -1159,7 +1159,7 @@ do_stat(uint32_t id, struct cursor *c, int follow)
 	if (deferring() || slow()) {
 		j = sched_job(follow ? OP_STAT : OP_LSTAT, id, NULL,
 		    strlen(path1) + 1);
-		memcpy(j->buf, path1, strlen(path1) + 1);
+		memcpy(j->job.buf, path1, strlen(path1) + 1);
 		return start_job(j, 0);
 	}
 	if (concurrent())
@@ -1394,12 +1394,12 @@ readdir_job(struct handle *h, uint32_t id)
 {
 	struct dirbatch *db;
 	struct dirent *de;
-	struct job *first, *j;
+	struct task *first, *j;
 	unsigned nparts, per;
 	size_t len;
 
 	first = sched_job(OP_DIRSTAT, id, h, sizeof *db);
-	db = first->shared = first->buf;
+	db = first->shared = first->job.buf;
 	db->count = 0;
 	while (db->count < READDIR_BATCH) {
 		errno = 0;
@@ -1431,7 +1431,7 @@ readdir_job(struct handle *h, uint32_t id)
 
 /* READDIR's jobs are done: the NAME reply from the batch. */
 static uint32_t
-readdir_answer(struct job *j)
+readdir_answer(struct task *j)
 {
 	char longname[LONGNAME_MAX];
 	struct dirbatch *db = j->shared;
@@ -2405,7 +2405,7 @@ requests_process(struct cursor *c)
 }
 
 /* Each kind of job: the reply it leads to, built in the loop's thread. */
-static uint32_t (*const answers[OP_COUNT])(struct job *) = {
+static uint32_t (*const answers[OP_COUNT])(struct task *) = {
 	[OP_READ] = read_answer,
 	[OP_WRITE] = write_answer,
 	[OP_FSTAT] = stat_answer,
@@ -2418,7 +2418,7 @@ static uint32_t (*const answers[OP_COUNT])(struct job *) = {
 
 /* The reply of a job that is done, as its handler would have queued it. */
 static void
-answer(struct job *j)
+answer(struct task *j)
 {
 	uint64_t before = oq->nreplies;
 	uint32_t status;
@@ -2432,7 +2432,7 @@ answer(struct job *j)
 
 /* Whether the parts of j (the jobs after it) are done too. */
 static int
-parts_done(const struct job *j)
+parts_done(const struct task *j)
 {
 	for (unsigned i = 1; i <= j->parts; i++)
 		if (!jobs_done(jobs_at(i)))
@@ -2444,12 +2444,12 @@ void
 requests_reap(void)
 {
 	unsigned parts;
-	struct job *j;
+	struct task *j;
 
 	if (jobs_count() == 0)
 		return;
 	(void)jobs_collect();
-	while (oq_pending(oq) < OQ_HIWAT && (j = jobs_head()) != NULL &&
+	while (oq_pending(oq) < OQ_HIWAT && (j = TASK(jobs_head())) != NULL &&
 	    parts_done(j)) {
 		parts = j->parts;
 		answer(j);
@@ -2465,20 +2465,20 @@ requests_abandon(void)
 {
 	unsigned n = 0, parts;
 	struct handle *h;
-	struct job *j;
+	struct task *j;
 
 	given_up = 1;
 	oq_mute(oq);	/* the replies are not sent */
 	(void)jobs_collect();
 	for (unsigned i = 0; i < jobs_count(); i += 1 + parts) {
-		j = jobs_at(i);
+		j = TASK(jobs_at(i));
 		parts = j->parts;
 		h = j->owner;
-		if (jobs_done(j) && j->op != OP_DIRSTAT) {
+		if (jobs_done(&j->job) && j->op != OP_DIRSTAT) {
 			answer(j);	/* its bytes, handle and log line */
 			continue;
 		}
-		if (jobs_done(j) && parts_done(j))
+		if (jobs_done(&j->job) && parts_done(j))
 			continue;	/* a listing: nothing to count */
 		n++;
 		if (j->op == OP_OPEN && h != NULL) {
@@ -2507,10 +2507,10 @@ requests_in_flight(void)
 static int
 answerable(void)
 {
-	struct job *j;
+	struct task *j;
 
 	(void)jobs_collect();
-	return (j = jobs_head()) != NULL && parts_done(j);
+	return (j = TASK(jobs_head())) != NULL && parts_done(j);
 }
 
 int

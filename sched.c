@@ -118,7 +118,8 @@
  *
  * This file (sched.h): the rule's predicates (independent() and its
  * family), admission (sched_admit()), placement (the page cache, the
- * slow streaks, free space) and the run function of each kind of job.
+ * slow streaks, free space) and each kind of job's row in job_kinds[]:
+ * its run function and its predicate.
  */
 #include <sys/types.h>
 #include <sys/stat.h>
@@ -272,7 +273,7 @@ sched_note_latency(int64_t ns)
 }
 
 void
-sched_note_job(const struct job *j)
+sched_note_job(const struct task *j)
 {
 	/*
 	 * A close(2) waits on few file systems (NFS flushes): a quick one
@@ -384,7 +385,7 @@ space_ample(struct handle *h, uint64_t len)
 }
 
 void
-sched_write_space(struct job *j, struct handle *h, uint64_t len)
+sched_write_space(struct task *j, struct handle *h, uint64_t len)
 {
 	if (!sched_slow())
 		return;
@@ -397,37 +398,37 @@ sched_write_space(struct job *j, struct handle *h, uint64_t len)
 /* The jobs: one run function per kind, system calls only. */
 
 static void
-run_read(struct job *j)
+run_read(struct task *j)
 {
-	j->n = fileio_read_full(j->fd, j->buf, j->len, j->off);
+	j->n = fileio_read_full(j->fd, j->job.buf, j->len, j->off);
 }
 
 static void
-run_write(struct job *j)
+run_write(struct task *j)
 {
 	j->n = fileio_write_full(j->fd, j->data, j->len, j->off, &j->written);
 }
 
 static void
-run_fstat(struct job *j)
+run_fstat(struct task *j)
 {
 	j->n = fstat(j->fd, &j->st);
 }
 
 static void
-run_stat(struct job *j)
+run_stat(struct task *j)
 {
-	j->n = fs_stat((const char *)j->buf, &j->st, 1);
+	j->n = fs_stat((const char *)j->job.buf, &j->st, 1);
 }
 
 static void
-run_lstat(struct job *j)
+run_lstat(struct task *j)
 {
-	j->n = fs_stat((const char *)j->buf, &j->st, 0);
+	j->n = fs_stat((const char *)j->job.buf, &j->st, 0);
 }
 
 static void
-run_dirstat(struct job *j)
+run_dirstat(struct task *j)
 {
 	struct dirbatch *db = j->shared;
 
@@ -438,60 +439,35 @@ run_dirstat(struct job *j)
 }
 
 static void
-run_open(struct job *j)
+run_open(struct task *j)
 {
-	j->n = fs_open((const char *)j->buf, j->flags, j->mode);
+	j->n = fs_open((const char *)j->job.buf, j->flags, j->mode);
 	/* Which file it is: requests on others are independent. */
 	if (j->n != -1 && fstat((int)j->n, &j->st) == -1)
 		j->st.st_nlink = 0;	/* unknown */
 }
 
 static void
-run_close(struct job *j)
+run_close(struct task *j)
 {
 	j->n = close(j->fd);
 }
 
-/* Each kind of job: what a worker runs for it. */
-static void (*const runs[OP_COUNT])(struct job *) = {
-	[OP_READ] = run_read,
-	[OP_WRITE] = run_write,
-	[OP_FSTAT] = run_fstat,
-	[OP_STAT] = run_stat,
-	[OP_LSTAT] = run_lstat,
-	[OP_DIRSTAT] = run_dirstat,
-	[OP_OPEN] = run_open,
-	[OP_CLOSE] = run_close,
-};
-
-/* What a worker runs: the system calls of one job, and nothing else. */
-static void
-run_job(struct job *j)
-{
-	struct timing t;
-
-	sched_timing_start(&t, 1);
-	FUZZ_STORAGE_CALL(j);
-	runs[j->op](j);
-	j->err = j->n == -1 ? errno : 0;
-	j->ns = sched_timing_waited(&t);
-}
-
 void
-sched_start(struct job *j, int wait)
+sched_start(struct task *j, int wait)
 {
 	if (wait || sched_slow())
-		jobs_start(j);
+		jobs_start(&j->job);
 	else
-		jobs_run_here(j);
+		jobs_run_here(&j->job);
 }
 
-struct job *
+struct task *
 sched_job(enum job_op op, uint32_t id, struct handle *h, size_t size)
 {
-	struct job *j;
+	struct task *j;
 
-	if ((j = jobs_new(size)) == NULL)
+	if ((j = TASK(jobs_new(size))) == NULL)
 		abort();	/* admitted without room: a bug */
 	j->op = op;
 	j->id = id;
@@ -541,7 +517,7 @@ nowait_unsupported(struct handle *h, int e)
 }
 
 void
-sched_read_start(struct job *j, struct handle *h)
+sched_read_start(struct task *j, struct handle *h)
 {
 	ssize_t n;
 
@@ -553,10 +529,10 @@ sched_read_start(struct job *j, struct handle *h)
 		sched_start(j, 0);
 		return;
 	}
-	if ((n = read_cached(h->fd, j->buf, j->len, j->off)) >= 0) {
+	if ((n = read_cached(h->fd, j->job.buf, j->len, j->off)) >= 0) {
 		j->n = n;
 		j->ns = -1;	/* no storage call: not in the average */
-		jobs_mark_done(j);
+		jobs_mark_done(&j->job);
 		return;
 	}
 	sched_start(j, !nowait_unsupported(h, errno));
@@ -583,7 +559,7 @@ sched_read_here(struct handle *h, uint8_t *buf, size_t len, off_t off)
 }
 
 void
-sched_read_done(const struct job *j, struct handle *h)
+sched_read_done(const struct task *j, struct handle *h)
 {
 	/* A read that the page cache answered at once says nothing. */
 	if (j->ns >= 0 && !h->no_nowait)
@@ -637,14 +613,14 @@ other_files(const struct handle *a, const struct handle *b)
  * rule at the top of this file.
  */
 static int
-independent(const struct job *j, enum job_op op, struct handle *h, uint64_t off,
-    uint64_t len)
+independent(const struct task *j, enum job_op op, struct handle *h,
+    uint64_t off, uint64_t len)
 {
 	struct handle *jh = j->owner;
 	uint64_t wend, roff;
 	enum job_op other;
 
-	if (jobs_done(j))
+	if (jobs_done(&j->job))
 		return 1;	/* its system call returned */
 	if (j->op == OP_OPEN)
 		return !open_changes(j->flags);
@@ -700,11 +676,11 @@ opens_independent(int a, mode_t am, int b, mode_t bm)
  * request in flight j (the rule).
  */
 static int
-open_independent(const struct job *j, int flags, mode_t mode)
+open_independent(const struct task *j, int flags, mode_t mode)
 {
 	const struct handle *jh = j->owner;
 
-	if (jobs_done(j))
+	if (jobs_done(&j->job))
 		return 1;
 	switch (j->op) {
 	case OP_OPEN:
@@ -721,9 +697,9 @@ open_independent(const struct job *j, int flags, mode_t mode)
  * for those on h (the rule).
  */
 static int
-close_independent(const struct job *j, const struct handle *h)
+close_independent(const struct task *j, const struct handle *h)
 {
-	if (jobs_done(j))
+	if (jobs_done(&j->job))
 		return 1;
 	if (j->op == OP_OPEN)
 		return !fifo_pair(j->flags, h->flags);
@@ -732,60 +708,97 @@ close_independent(const struct job *j, const struct handle *h)
 	return j->owner != h;
 }
 
-/* Whether op may start beside every request in flight. */
+/* Kinds of job: the system calls and the rule of each, in one row. */
+
+/*
+ * Whether the request r may start beside the job j in flight, as each kind
+ * asks the rule.
+ */
 static int
-independent_of_all(enum job_op op, struct handle *h, uint64_t off,
-    uint64_t len)
+beside_range(const struct task *j, const struct sched_req *r)
 {
-	for (unsigned i = 0; i < jobs_count(); i++)
-		if (!independent(jobs_at(i), op, h, off, len))
-			return 0;
-	return 1;
+	return independent(j, r->op, r->h, r->off, r->len);
 }
 
+static int
+beside_dirstat(const struct task *j, const struct sched_req *r)
+{
+	(void)r;	/* its names are read here, now: nothing renames */
+	return independent(j, OP_DIRSTAT, NULL, 0, 0);
+}
+
+static int
+beside_open(const struct task *j, const struct sched_req *r)
+{
+	return open_independent(j, r->flags, r->mode);
+}
+
+static int
+beside_close(const struct task *j, const struct sched_req *r)
+{
+	return close_independent(j, r->h);
+}
+
+/*
+ * A kind of job: its system calls (run, in a worker or in the loop's
+ * thread), whether a request of the kind may start beside a job in flight
+ * (beside: the rule), and the entries of the ring it keeps free besides
+ * its own (READDIR's parts).  The reply it leads to is requests.c's
+ * (answers[]).
+ */
+struct job_kind {
+	void (*run)(struct task *);
+	int (*beside)(const struct task *, const struct sched_req *);
+	unsigned extra;
+};
+
+static const struct job_kind job_kinds[OP_COUNT] = {
+	[OP_READ] = { run_read, beside_range, 0 },
+	[OP_WRITE] = { run_write, beside_range, 0 },
+	[OP_FSTAT] = { run_fstat, beside_range, 0 },
+	[OP_STAT] = { run_stat, beside_range, 0 },
+	[OP_LSTAT] = { run_lstat, beside_range, 0 },
+	[OP_DIRSTAT] = { run_dirstat, beside_dirstat,
+	    READDIR_BATCH / DIRSTAT_SLICE + 1 },
+	[OP_OPEN] = { run_open, beside_open, 0 },
+	[OP_CLOSE] = { run_close, beside_close, 0 },
+};
+
+/* What a worker runs: the system calls of one job, and nothing else. */
+static void
+run_job(struct job *job)
+{
+	struct task *j = TASK(job);
+	struct timing t;
+
+	sched_timing_start(&t, 1);
+	FUZZ_STORAGE_CALL(j);
+	job_kinds[j->op].run(j);
+	j->err = j->n == -1 ? errno : 0;
+	j->ns = sched_timing_waited(&t);
+}
 
 /* Admission. */
 
 int
 sched_admit(const struct sched_req *r)
 {
-	unsigned i;
+	const struct job_kind *k;
 
-	switch (r->op) {
-	case OP_READ:
-	case OP_WRITE:
-	case OP_FSTAT:
-	case OP_STAT:
-	case OP_LSTAT:
-		return jobs_room(r->size) &&
-		    independent_of_all(r->op, r->h, r->off, r->len);
-	case OP_DIRSTAT:
-		/* Its names are read here, now: nothing in flight renames. */
-		if (jobs_count() + READDIR_BATCH / DIRSTAT_SLICE + 1 >=
-		    JOBS_RING)
+	if (r->op <= OP_NONE || r->op >= OP_COUNT ||
+	    job_kinds[r->op].beside == NULL)
+		return 0;	/* a barrier: it runs alone */
+	k = &job_kinds[r->op];
+	if (jobs_count() + k->extra >= JOBS_RING || !jobs_room(r->size))
+		return 0;
+	for (unsigned i = 0; i < jobs_count(); i++)
+		if (!k->beside(TASK(jobs_at(i)), r))
 			return 0;
-		return jobs_room(r->size) &&
-		    independent_of_all(OP_DIRSTAT, NULL, 0, 0);
-	case OP_OPEN:
-		if (!jobs_room(r->size))
-			return 0;
-		for (i = 0; i < jobs_count(); i++)
-			if (!open_independent(jobs_at(i), r->flags, r->mode))
-				return 0;
-		return 1;
-	case OP_CLOSE:
-		if (!jobs_room(0))
-			return 0;
-		for (i = 0; i < jobs_count(); i++)
-			if (!close_independent(jobs_at(i), r->h))
-				return 0;
-		return 1;
-	case OP_NONE:
-	case OP_COUNT:
-		break;
-	}
-	return 0;	/* a barrier: it runs alone */
+	return 1;
 }
+
+_Static_assert(sizeof(struct task) <= JOBS_ENTRY_MAX,
+    "a task must fit an entry of the ring");
 
 int
 sched_init(unsigned ops, unsigned workers)
@@ -795,5 +808,5 @@ sched_init(unsigned ops, unsigned workers)
 	streak = 0;
 	cmask = umask(0);
 	(void)umask(cmask);
-	return jobs_init(run_job, workers);
+	return jobs_init(run_job, workers, sizeof(struct task));
 }

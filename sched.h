@@ -30,7 +30,7 @@
 #define SLOW_NS		150000
 
 /*
- * What a job does (struct job's op); a request kind of the table with
+ * What a job does (struct task's op); a request kind of the table with
  * none (OP_NONE) is a barrier: it runs alone.
  */
 enum job_op {
@@ -46,8 +46,34 @@ enum job_op {
 	OP_COUNT
 };
 
-/* struct job's flags: a WRITE handed off with ample free space. */
+/* struct task's flags: a WRITE handed off with ample free space. */
 #define JOB_AMPLE	0x1
+
+/*
+ * A job as this file and requests.c see it: jobs.c's part first, then
+ * what to do and what came of it.  TASK() is the task of a struct job
+ * that jobs.h hands out.
+ */
+struct task {
+	struct job job;		/* jobs.c's; its arena bytes at job.buf */
+	enum job_op op;
+	int fd;
+	int flags;		/* OPEN: open(2)'s; WRITE: JOB_AMPLE */
+	uint32_t id;
+	void *owner;		/* the handle it works through, or NULL */
+	off_t off;		/* READ, WRITE: its range; DIRSTAT: its slice */
+	size_t len;
+	mode_t mode;		/* an OPEN's creation mode */
+	const uint8_t *data;	/* a WRITE's bytes */
+	void *shared;		/* an earlier job's buf this one works in */
+	unsigned parts;		/* jobs after this one that are its parts */
+	ssize_t n;
+	int err;
+	uint64_t written;
+	int64_t ns;		/* how long its system calls took */
+	struct stat st;
+};
+#define TASK(j)	((struct task *)(void *)(j))
 
 /*
  * READDIR on storage that waits: the names come from one getdents in the
@@ -119,37 +145,37 @@ int64_t	sched_timing_waited(const struct timing *t);
  */
 void	sched_note_latency(int64_t ns);
 /* A job that is done counts in the streaks as the calls it made. */
-void	sched_note_job(const struct job *j);
+void	sched_note_job(const struct task *j);
 
 /*
  * A new job of op for request id through h (or none), with size bytes of
  * the arena; sched_admit() (or nothing in flight) made sure of the room.
  */
-struct job	*sched_job(enum job_op op, uint32_t id, struct handle *h,
+struct task	*sched_job(enum job_op op, uint32_t id, struct handle *h,
     size_t size);
 /*
  * Starts a job that is filled in: in a worker while storage is slow (or
  * always, wait), here otherwise.
  */
-void	sched_start(struct job *j, int wait);
+void	sched_start(struct task *j, int wait);
 /*
  * A WRITE's job of len bytes through h is about to start: while storage
  * is slow, whether it may run beside other WRITEs (JOB_AMPLE), and its
  * bytes counted as spent.
  */
-void	sched_write_space(struct job *j, struct handle *h, uint64_t len);
+void	sched_write_space(struct task *j, struct handle *h, uint64_t len);
 /*
  * A READ's job, filled in: answered from the page cache here when the data
  * is there, else started (in a worker when the handle's reads wait).
  */
-void	sched_read_start(struct job *j, struct handle *h);
+void	sched_read_start(struct task *j, struct handle *h);
 /*
  * Reads into buf here: from the page cache when the file system can say
  * what would wait (-2: some would: a job reads it), else timed.
  */
 ssize_t	sched_read_here(struct handle *h, uint8_t *buf, size_t len, off_t off);
 /* A READ's job is done: whether the next reads through h go to workers. */
-void	sched_read_done(const struct job *j, struct handle *h);
+void	sched_read_done(const struct task *j, struct handle *h);
 
 #ifdef SFTP_FUZZ
 /*

@@ -33,15 +33,27 @@
 /* A wake-up later than this was lost (ms). */
 #define LOST_MS		5000
 
-/* A job's work: sleep j->len microseconds, then say which job it was. */
+/*
+ * The tests' struct of a job: jobs.c's part first, then what they give it
+ * (jobs.c knows none of it).
+ */
+struct tjob {
+	struct job job;
+	uint32_t id;
+	size_t len;		/* run_sleep(): microseconds */
+	ssize_t n;		/* what the run function said */
+};
+#define T(j)	((struct tjob *)(void *)(j))
+
+/* A job's work: sleep len microseconds, then say which job it was. */
 static void
 run_sleep(struct job *j)
 {
-	struct timespec ts = { 0, (long)j->len * 1000 };
+	struct timespec ts = { 0, (long)T(j)->len * 1000 };
 
-	if (j->len > 0)
+	if (T(j)->len > 0)
 		(void)nanosleep(&ts, NULL);
-	j->n = (ssize_t)j->id;
+	T(j)->n = (ssize_t)T(j)->id;
 }
 
 /* A job's work that waits until the test opens the gate. */
@@ -56,7 +68,7 @@ run_gated(struct job *j)
 	while (!gate_open)
 		(void)pthread_cond_wait(&gate_cv, &gate_lock);
 	(void)pthread_mutex_unlock(&gate_lock);
-	j->n = (ssize_t)j->id;
+	T(j)->n = (ssize_t)T(j)->id;
 }
 
 static void
@@ -100,8 +112,8 @@ retire_done(uint32_t *next)
 	struct job *j;
 
 	while ((j = jobs_head()) != NULL) {
-		assert_int_equal(j->id, *next);
-		assert_int_equal(j->n, (ssize_t)*next);
+		assert_int_equal(T(j)->id, *next);
+		assert_int_equal(T(j)->n, (ssize_t)*next);
 		(*next)++;
 		jobs_retire();
 	}
@@ -126,8 +138,8 @@ start_batch(uint32_t *made, unsigned *seed, unsigned max_us)
 	while (*made < NJOBS && jobs_count() < BATCH) {
 		j = jobs_new(64);
 		assert_non_null(j);
-		j->id = (*made)++;
-		j->len = max_us > 0 ? next_rand(seed) % (max_us + 1) : 0;
+		T(j)->id = (*made)++;
+		T(j)->len = max_us > 0 ? next_rand(seed) % (max_us + 1) : 0;
 		jobs_start(j);
 	}
 }
@@ -161,7 +173,7 @@ run_as_the_loop(unsigned max, unsigned seed, unsigned max_us)
 {
 	uint32_t made = 0, next = 0;
 
-	(void)jobs_init(run_sleep, max);
+	(void)jobs_init(run_sleep, max, sizeof(struct tjob));
 	while (next < NJOBS) {
 		start_batch(&made, &seed, max_us);
 		(void)jobs_collect();
@@ -201,11 +213,11 @@ test_jobs_finished_before_or_during_sleep_wakes(void **state)
 	uint32_t next = 0;
 
 	(void)state;
-	(void)jobs_init(run_gated, 2);
+	(void)jobs_init(run_gated, 2, sizeof(struct tjob));
 	set_gate(0);
 	j = jobs_new(0);
 	assert_non_null(j);
-	j->id = 0;
+	T(j)->id = 0;
 	jobs_start(j);
 	assert_int_equal(jobs_collect(), 0);
 	set_gate(1);
@@ -221,7 +233,7 @@ test_jobs_finished_before_or_during_sleep_wakes(void **state)
 	set_gate(0);
 	j = jobs_new(0);
 	assert_non_null(j);
-	j->id = 1;
+	T(j)->id = 1;
 	jobs_start(j);
 	assert_int_equal(jobs_collect(), 0);
 	pfd.fd = jobs_sleep();
@@ -245,7 +257,7 @@ test_jobs_busy_loop_costs_workers_no_write(void **state)
 	uint64_t v;
 
 	(void)state;
-	(void)jobs_init(run_sleep, 8);
+	(void)jobs_init(run_sleep, 8, sizeof(struct tjob));
 	start_batch(&made, &seed, 100);
 	assert_int_not_equal(efd, -1);
 	while (jobs_count() > 0) {
@@ -267,7 +279,7 @@ test_jobs_wait_returns_when_one_finished(void **state)
 	unsigned seed = 5;
 
 	(void)state;
-	(void)jobs_init(run_sleep, 8);
+	(void)jobs_init(run_sleep, 8, sizeof(struct tjob));
 	jobs_wait();		/* nothing runs */
 	while (next < NJOBS) {
 		start_batch(&made, &seed, 50);
@@ -286,7 +298,7 @@ test_jobs_idle_holds_no_thread_or_descriptor(void **state)
 	unsigned seed = 9;
 
 	(void)state;
-	(void)jobs_init(run_sleep, 8);
+	(void)jobs_init(run_sleep, 8, sizeof(struct tjob));
 	start_batch(&made, &seed, 20);
 	jobs_idle();		/* jobs in the ring: does nothing */
 	assert_int_not_equal(nworkers, 0);
@@ -419,7 +431,7 @@ model_new(size_t size, uint32_t id)
 		model_refused++;
 		return;
 	}
-	j->id = id;
+	T(j)->id = id;
 	m = &model[(model_head + model_count) % JOBS_RING];
 	m->id = id;
 	m->size = asize;
@@ -465,7 +477,7 @@ model_retire(void)
 	struct job *j = jobs_at(0);
 
 	assert_true(model_count > 0);
-	assert_int_equal(j->id, m->id);
+	assert_int_equal(T(j)->id, m->id);
 	if (m->size > 0) {
 		assert_ptr_equal(j->buf, arena + m->off);
 		if (marked(j->buf) != m->id ||
@@ -522,7 +534,7 @@ test_jobs_arena_matches_its_model(void **state)
 	unsigned seed = 11, rate = 50;
 
 	(void)state;
-	(void)jobs_init(run_sleep, 1);
+	(void)jobs_init(run_sleep, 1, sizeof(struct tjob));
 	for (unsigned long i = 0; i < steps; i++) {
 		if (i % 512 == 0)
 			rate = 10 + next_rand(&seed) % 80;
@@ -549,7 +561,7 @@ test_jobs_arena_wrap_behind_jobs_without_bytes(void **state)
 	uint32_t id = 0;
 
 	(void)state;
-	(void)jobs_init(run_sleep, 1);
+	(void)jobs_init(run_sleep, 1, sizeof(struct tjob));
 	model_new(3 * 1024 * 1024, id++);
 	model_new(0, id++);
 	model_retire();		/* only a job without bytes is left */
@@ -585,7 +597,7 @@ test_jobs_arena_guard_faults(void **state)
 	struct job *j;
 
 	(void)state;
-	(void)jobs_init(run_sleep, 1);
+	(void)jobs_init(run_sleep, 1, sizeof(struct tjob));
 	j = jobs_new(JOBS_ARENA);
 	assert_non_null(j);
 	assert_ptr_equal(j->buf, arena);
@@ -604,6 +616,51 @@ test_jobs_arena_guard_faults(void **state)
 	jobs_idle();
 }
 
+/*
+ * The caller's struct is the size it said: each job's is zeroed whole and
+ * its own (filling one does not reach the next), and the size is kept
+ * while jobs are in the ring.
+ */
+struct bigjob {
+	struct job job;
+	uint8_t fill[300];
+};
+
+static void
+test_jobs_entries_are_the_callers_size(void **state)
+{
+	struct bigjob *j[3];
+
+	(void)state;
+	assert_int_equal(jobs_init(run_sleep, 1, sizeof(struct tjob)), 0);
+	assert_int_equal(jobs_init(run_sleep, 1, sizeof(struct job) - 1), -1);
+	assert_int_equal(jobs_init(run_sleep, 1, JOBS_ENTRY_MAX + 1), -1);
+	assert_int_equal(jobs_init(run_sleep, 1, sizeof(struct bigjob)), 0);
+	for (unsigned round = 0; round < 2; round++) {
+		for (unsigned i = 0; i < 3; i++) {
+			j[i] = (struct bigjob *)(void *)jobs_new(0);
+			assert_non_null(j[i]);
+			for (size_t k = 0; k < sizeof j[i]->fill; k++)
+				assert_int_equal(j[i]->fill[k], 0);
+			memset(j[i]->fill, 0xa5, sizeof j[i]->fill);
+		}
+		for (unsigned i = 0; i < 3; i++)
+			for (size_t k = 0; k < sizeof j[i]->fill; k++)
+				assert_int_equal(j[i]->fill[k], 0xa5);
+		assert_int_equal(jobs_init(run_sleep, 1, sizeof(struct tjob)),
+		    -1);
+		for (unsigned i = 0; i < 3; i++) {
+			assert_ptr_equal(jobs_at(i), &j[i]->job);
+			assert_false(jobs_done(&j[i]->job));
+			jobs_mark_done(&j[i]->job);
+		}
+		for (unsigned i = 0; i < 3; i++)
+			jobs_retire();
+	}
+	assert_int_equal(jobs_init(run_sleep, 1, sizeof(struct tjob)), 0);
+	jobs_idle();
+}
+
 #ifdef JOBS_ASAN
 /* Sanitizer builds: only the bytes of jobs in the ring may be touched. */
 static void
@@ -612,7 +669,7 @@ test_jobs_arena_free_bytes_are_poisoned(void **state)
 	struct job *a, *b;
 
 	(void)state;
-	(void)jobs_init(run_sleep, 1);
+	(void)jobs_init(run_sleep, 1, sizeof(struct tjob));
 	a = jobs_new(100);
 	b = jobs_new(0);
 	assert_non_null(a);
@@ -645,6 +702,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(
 		    test_jobs_arena_wrap_behind_jobs_without_bytes),
 		cmocka_unit_test(test_jobs_arena_guard_faults),
+		cmocka_unit_test(test_jobs_entries_are_the_callers_size),
 #ifdef JOBS_ASAN
 		cmocka_unit_test(test_jobs_arena_free_bytes_are_poisoned),
 #endif

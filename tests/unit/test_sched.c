@@ -137,7 +137,7 @@ describe(char *buf, size_t size, const struct side *s)
 static void
 put_in_flight(const struct side *s, int done)
 {
-	struct job *j = jobs_new(0);
+	struct task *j = TASK(jobs_new(0));
 
 	assert_non_null(j);
 	j->op = s->op;
@@ -148,7 +148,7 @@ put_in_flight(const struct side *s, int done)
 	j->flags = s->flags;
 	j->mode = s->mode;
 	if (done)
-		jobs_mark_done(j);
+		jobs_mark_done(&j->job);
 }
 
 /* Empties the ring. */
@@ -446,7 +446,7 @@ static int
 setup(void **state)
 {
 	(void)state;
-	return jobs_init(run_job, 1);
+	return jobs_init(run_job, 1, sizeof(struct task));
 }
 
 static int
