@@ -2430,12 +2430,12 @@ answer(struct task *j)
 	one_reply("deferred", j->id, before);
 }
 
-/* Whether the parts of j (the jobs after it) are done too. */
+/* Whether the parts of j, the job at place at (the jobs after it), are done. */
 static int
-parts_done(const struct task *j)
+parts_done(const struct task *j, unsigned at)
 {
 	for (unsigned i = 1; i <= j->parts; i++)
-		if (!jobs_done(jobs_at(i)))
+		if (!jobs_done(jobs_at(at + i)))
 			return 0;
 	return 1;
 }
@@ -2450,7 +2450,7 @@ requests_reap(void)
 		return;
 	(void)jobs_collect();
 	while (oq_pending(oq) < OQ_HIWAT && (j = TASK(jobs_head())) != NULL &&
-	    parts_done(j)) {
+	    parts_done(j, 0)) {
 		parts = j->parts;
 		answer(j);
 		jobs_retire();
@@ -2478,7 +2478,7 @@ requests_abandon(void)
 			answer(j);	/* its bytes, handle and log line */
 			continue;
 		}
-		if (jobs_done(&j->job) && parts_done(j))
+		if (jobs_done(&j->job) && parts_done(j, i))
 			continue;	/* a listing: nothing to count */
 		n++;
 		if (j->op == OP_OPEN && h != NULL) {
@@ -2510,7 +2510,7 @@ answerable(void)
 	struct task *j;
 
 	(void)jobs_collect();
-	return (j = TASK(jobs_head())) != NULL && parts_done(j);
+	return (j = TASK(jobs_head())) != NULL && parts_done(j, 0);
 }
 
 int
