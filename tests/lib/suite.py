@@ -14,6 +14,7 @@ contains one of the arguments (all of them without arguments).
 
 import atexit
 import os
+import platform
 import re
 import shutil
 import stat
@@ -224,6 +225,53 @@ def _build_shim(source, prefix):
                        capture_output=True, timeout=120)
     if r.returncode != 0:
         raise Failure("building the shim failed: %s" %
+                      r.stderr.decode(errors="replace")[-500:])
+    return out
+
+
+_SLOWFS = []
+
+
+def slowfs():
+    """The delay tool: $SFTP_SLOWFS, else bench/slowfs.c built once into a
+    temporary directory, removed at exit; Skip when there is neither."""
+    if not _SLOWFS:
+        _SLOWFS.append(_find_slowfs())
+    if isinstance(_SLOWFS[0], Skip):
+        raise _SLOWFS[0]
+    return _SLOWFS[0]
+
+
+def _find_slowfs():
+    if os.geteuid() != 0:
+        # The servers make themselves undumpable; only root may then look
+        # at their descriptors in /proc, which is how slowfs tells a read
+        # of a file from one of a pipe.  Without it, READ and WRITE would
+        # run undelayed.
+        return Skip("slowfs needs root to see the descriptors of the "
+                    "servers, which are not dumpable")
+    given = os.environ.get("SFTP_SLOWFS")
+    if given:
+        if not os.access(given, os.X_OK):
+            return Skip("SFTP_SLOWFS=%s is not an executable" % given)
+        return os.path.abspath(given)
+    source = os.path.join(sftpwire.REPO, "bench", "slowfs.c")
+    if not os.path.exists(source):
+        return Skip("no delay tool: bench/slowfs.c is not in this tree and "
+                    "SFTP_SLOWFS is unset")
+    if platform.machine() not in ("x86_64", "aarch64"):
+        return Skip("bench/slowfs knows the system calls of x86_64 and "
+                    "aarch64 only, not of %s" % platform.machine())
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc or not shutil.which(cc.split()[0]):
+        return Skip("no C compiler to build bench/slowfs.c")
+    d = tempfile.mkdtemp(prefix="sftp-slowfs-")
+    atexit.register(shutil.rmtree, d, True)
+    out = os.path.join(d, "slowfs")
+    r = subprocess.run(cc.split() + ["-O2", "-o", out, source],
+                       capture_output=True, timeout=120)
+    if r.returncode != 0:
+        raise Failure("building bench/slowfs.c failed: %s" %
                       r.stderr.decode(errors="replace")[-500:])
     return out
 

@@ -35,14 +35,11 @@ Prints one line per check, then "N passed, M failed[, K skipped]"; exits 1
 if any failed.
 """
 
-import atexit
 import json
 import os
-import platform
 import select
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,48 +53,13 @@ import suite  # noqa: E402
 from suite import Failure, Skip, test  # noqa: E402
 
 SERVER_ARGV = server_argv()
-SLOWFS_SOURCE = os.path.join(REPO, "bench", "slowfs.c")
 READ_LEN = 255 * 1024
 NREADS = 40
 NWRITES = 8
 
-_SLOWFS = []
-
-
 def slowfs():
-    """The delay tool: $SFTP_SLOWFS, else bench/slowfs.c built once into a
-    temporary directory; Skip when there is neither."""
-    if not _SLOWFS:
-        _SLOWFS.append(_find_slowfs())
-    if isinstance(_SLOWFS[0], Skip):
-        raise _SLOWFS[0]
-    return _SLOWFS[0]
-
-
-def _find_slowfs():
-    if os.geteuid() != 0:
-        return Skip("slowfs needs root to see the descriptors of the "
-                    "server, which is not dumpable")
-    given = os.environ.get("SFTP_SLOWFS")
-    if given:
-        if not os.access(given, os.X_OK):
-            return Skip("SFTP_SLOWFS=%s is not an executable" % given)
-        return os.path.abspath(given)
-    if platform.machine() not in ("x86_64", "aarch64"):
-        return Skip("bench/slowfs knows the system calls of x86_64 and "
-                    "aarch64 only, not of %s" % platform.machine())
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or not shutil.which(cc.split()[0]):
-        return Skip("no C compiler to build bench/slowfs.c")
-    d = tempfile.mkdtemp(prefix="sftp-ends-slowfs-")
-    atexit.register(shutil.rmtree, d, True)
-    out = os.path.join(d, "slowfs")
-    r = subprocess.run(cc.split() + ["-O2", "-o", out, SLOWFS_SOURCE],
-                       capture_output=True, timeout=120)
-    if r.returncode != 0:
-        raise Failure("building bench/slowfs.c failed: %s" %
-                      r.stderr.decode(errors="replace")[-500:])
-    return out
+    """The delay tool (suite.slowfs())."""
+    return suite.slowfs()
 
 
 class Ctx:

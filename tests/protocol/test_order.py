@@ -83,9 +83,7 @@ Prints one line per check, then "N passed, M failed[, K skipped]"; exits 1
 if any failed.
 """
 
-import atexit
 import os
-import platform
 import random
 import re
 import shutil
@@ -105,7 +103,6 @@ from suite import Failure, Skip, add_test  # noqa: E402
 SERVER_ARGV = server_argv()
 REFERENCE = reference_argv()[0]
 SHIM_SOURCE = os.path.join(HERE, "shim_fs_faults.c")
-SLOWFS_SOURCE = os.path.join(REPO, "bench", "slowfs.c")
 UMASK = 0o022
 DEPTH = 64
 
@@ -128,50 +125,9 @@ PROFILES = [
 
 # -- the delay tool ---------------------------------------------------------------
 
-_SLOWFS = []
-
-
 def slowfs():
-    """The delay tool: $SFTP_SLOWFS, else bench/slowfs.c built once into a
-    temporary directory; Skip when there is neither."""
-    if not _SLOWFS:
-        _SLOWFS.append(_find_slowfs())
-    if isinstance(_SLOWFS[0], Skip):
-        raise _SLOWFS[0]
-    return _SLOWFS[0]
-
-
-def _find_slowfs():
-    if os.geteuid() != 0:
-        # Both servers make themselves undumpable; only root may then
-        # look at their descriptors in /proc, which is how slowfs tells a
-        # read of a file from one of a pipe.  Without it, READ and WRITE
-        # would run undelayed.
-        return Skip("slowfs needs root to see the descriptors of the "
-                    "servers, which are not dumpable")
-    given = os.environ.get("SFTP_SLOWFS")
-    if given:
-        if not os.access(given, os.X_OK):
-            return Skip("SFTP_SLOWFS=%s is not an executable" % given)
-        return os.path.abspath(given)
-    if not os.path.exists(SLOWFS_SOURCE):
-        return Skip("no delay tool: bench/slowfs.c is not in this tree and "
-                    "SFTP_SLOWFS is unset")
-    if platform.machine() not in ("x86_64", "aarch64"):
-        return Skip("bench/slowfs knows the system calls of x86_64 and "
-                    "aarch64 only, not of %s" % platform.machine())
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or not shutil.which(cc.split()[0]):
-        return Skip("no C compiler to build bench/slowfs.c")
-    d = tempfile.mkdtemp(prefix="sftp-order-slowfs-")
-    atexit.register(shutil.rmtree, d, True)
-    out = os.path.join(d, "slowfs")
-    r = subprocess.run(cc.split() + ["-O2", "-o", out, SLOWFS_SOURCE],
-                       capture_output=True, timeout=120)
-    if r.returncode != 0:
-        raise Failure("building bench/slowfs.c failed: %s" %
-                      r.stderr.decode(errors="replace")[-500:])
-    return out
+    """The delay tool (suite.slowfs())."""
+    return suite.slowfs()
 
 
 def held_counts(path):
