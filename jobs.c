@@ -122,6 +122,8 @@ entry(unsigned i)
 	return (struct job *)(void *)(ring + (size_t)i * entry_size);
 }
 
+static int mapped(void);
+
 int
 jobs_init(void (*run)(struct job *), unsigned max, size_t size)
 {
@@ -141,7 +143,11 @@ jobs_init(void (*run)(struct job *), unsigned max, size_t size)
 	if (max > JOBS_MAX_WORKERS)
 		max = JOBS_MAX_WORKERS;
 	max_workers = max;
-	return 0;
+	/*
+	 * Mapped now, so that no job made later can fail for want of it; its
+	 * pages are touched only by jobs.
+	 */
+	return mapped();
 }
 
 unsigned

@@ -50,8 +50,9 @@ struct job {
  * Sets what a job does (run, called in a worker or in the loop's thread),
  * how many workers may run at once, and the size of the caller's struct
  * that begins with struct job (at least sizeof(struct job), at most
- * JOBS_ENTRY_MAX).  Returns 0; -1 when the size is out of those bounds,
- * or differs from the last while jobs are in the ring.
+ * JOBS_ENTRY_MAX).  Maps the rings, whose pages only jobs touch.  Returns
+ * 0; -1 when the size is out of those bounds, or differs from the last
+ * while jobs are in the ring, or the mapping cannot be made (errno).
  */
 int	jobs_init(void (*run)(struct job *), unsigned max_workers,
     size_t entry_size);

@@ -808,5 +808,11 @@ sched_init(unsigned ops, unsigned workers)
 	streak = 0;
 	cmask = umask(0);
 	(void)umask(cmask);
-	return jobs_init(run_job, workers, sizeof(struct task));
+	if (jobs_init(run_job, workers, sizeof(struct task)) == -1) {
+		/* No room for the jobs' ring: each request in turn (-T 1). */
+		logit("storage operations run one at a time: no memory for "
+		    "their ring (%s)", strerror(errno));
+		storage_ops = 1;
+	}
+	return 0;
 }

@@ -8,7 +8,8 @@ session downloads the file in one burst of 32 READs of 32 KiB in flight,
 then trickles: two 32 KiB READs every 1.5 s (about 43 KiB/s, more than the
 64 KiB in 2 s below which the pipes call it a trickle, so the session never
 goes idle).  From 1 s after the burst's end, the servers' tasks (threads)
-and memory (Rss, and Anonymous: the pages of the process's own, not the
+and memory (Rss; Pss, which splits each shared page among the processes
+that map it; and Anonymous, the pages of the process's own, not the
 binary's and libraries' that sessions share) are summed over the sessions
 every 0.1 to 0.4 s (at random times) for SECONDS; the report gives the mean and the most of those
 samples per session, and ours against OpenSSH's.  slowfs's own process is
@@ -59,8 +60,8 @@ def tasks(pid):
 
 
 def mem_kib(pid):
-    """Rss and Anonymous of smaps_rollup, KiB."""
-    got = {"Rss:": 0, "Anonymous:": 0}
+    """Rss, Pss and Anonymous of smaps_rollup, KiB."""
+    got = {"Rss:": 0, "Pss:": 0, "Anonymous:": 0}
     try:
         with open("/proc/%d/smaps_rollup" % pid) as f:
             for line in f:
@@ -69,7 +70,7 @@ def mem_kib(pid):
                     got[w[0]] = int(w[1])
     except FileNotFoundError:
         pass
-    return got["Rss:"], got["Anonymous:"]
+    return got["Rss:"], got["Pss:"], got["Anonymous:"]
 
 
 def reads(h, first, n):
@@ -109,13 +110,15 @@ def run(name, argv, args, tmp):
     k = 0
     while time.monotonic() < burst_end + 1 + args.seconds:
         if time.monotonic() >= burst_end + 1:
-            t = rss = anon = 0
+            t = rss = pss = anon = 0
             for _, _, p in sessions:
                 t += tasks(p)
                 m = mem_kib(p)
                 rss += m[0]
-                anon += m[1]
-            samples.append((t / args.n, rss / args.n, anon / args.n))
+                pss += m[1]
+                anon += m[2]
+            samples.append((t / args.n, rss / args.n, pss / args.n,
+                            anon / args.n))
         if time.monotonic() >= next_round:
             pending = [(s, s.send_many(reads(h, 2 * k, 2)))
                        for s, h, _ in sessions]
@@ -145,15 +148,16 @@ def main():
         for name, argv in (("ours", [os.path.abspath(args.ours)]),
                            ("openssh", reference_argv())):
             got[name] = run(name, argv, args, tmp)
-            (tm, tx), (rm, rx), (am, ax) = got[name]
+            (tm, tx), (rm, rx), (pm, px), (am, ax) = got[name]
             print("%-8s per session, mean (most): tasks %.2f (%.2f), "
-                  "Rss %.0f (%.0f) KiB, Anonymous %.0f (%.0f) KiB" %
-                  (name, tm, tx, rm, rx, am, ax))
+                  "Rss %.0f (%.0f) KiB, Pss %.0f (%.0f) KiB, "
+                  "Anonymous %.0f (%.0f) KiB" %
+                  (name, tm, tx, rm, rx, pm, px, am, ax))
         o, r = got["ours"], got["openssh"]
-        print("ours/openssh, mean (most): tasks %.2f (%.2f), Rss %.2f "
-              "(%.2f), Anonymous %.2f (%.2f)" %
-              (o[0][0] / r[0][0], o[0][1] / r[0][1], o[1][0] / r[1][0],
-               o[1][1] / r[1][1], o[2][0] / r[2][0], o[2][1] / r[2][1]))
+        print("ours/openssh, mean (most): " + ", ".join(
+            "%s %.2f (%.2f)" % (what, o[i][0] / r[i][0], o[i][1] / r[i][1])
+            for i, what in enumerate(("tasks", "Rss", "Pss",
+                                      "Anonymous"))))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

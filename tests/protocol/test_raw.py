@@ -2022,6 +2022,35 @@ def test_ext_copy_data_partial(ctx):
     expect_eq("dst", ctx.read("dst"), b"01defgh789\0\0uvwxyz")
 
 
+@test
+def test_no_memory_for_the_jobs_ring_serves_one_at_a_time(ctx):
+    # The jobs' ring and arena (4 MiB and more) are mapped at start; where
+    # the address space has no room for them, the session serves every
+    # request in turn, as -T 1, and says so once, rather than fail later.
+    if os.environ.get("SFTP_SANITIZED") == "1" or \
+            os.environ.get("SFTP_EMULATED"):
+        raise Skip("a sanitizer's or an emulator's address space is not "
+                   "the server's")
+    ctx.write("f", b"x" * 100000)
+    srv = ctx.server(["-e", "-l", "INFO"])
+    with open("/proc/%d/status" % srv.proc.pid) as f:
+        vm = int(re.search(r"^VmSize:\s+(\d+)", f.read(), re.M).group(1))
+    expect_eq("exit status", srv.close(), 0)
+    # 2 MiB less than a server with its ring: room for all but the ring.
+    srv = ctx.start("/bin/sh", ["-c", 'ulimit -v %d && exec "$0" "$@"' %
+                                (vm - 2048)] + SERVER_ARGV + ["-e", "-l",
+                                                              "INFO"])
+    h = srv.open("f", SSH_FXF_READ)
+    ids = srv.send_many([req_read(h, i * 32768, 32768) for i in range(4)])
+    got = b"".join(srv.recv().data for _ in ids)
+    expect_eq("the file read through the session", got, b"x" * 100000)
+    expect_status(srv.close_handle(h), SSH_FX_OK, "CLOSE")
+    expect_eq("exit status", srv.close(), 0)
+    lines = [line for line in srv.stderr_output().splitlines()
+             if b"storage operations run one at a time" in line]
+    expect_eq("lines saying so", len(lines), 1)
+
+
 def error_lines(srv, text):
     """The lines the server (-e, level ERROR) logged that contain text."""
     return [line for line in srv.stderr_output().splitlines()
