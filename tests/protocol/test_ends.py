@@ -241,6 +241,14 @@ def open_files(data):
 
 ENDS = ("leave", "SIGTERM", "SIGHUP", "stdout")
 
+# A suite run under nohup, or from a background job, inherits SIGHUP or
+# SIGINT ignored, and the server, as OpenSSH's, keeps a signal it was
+# started with ignored: a handler here makes each the default in the
+# servers this suite starts (exec resets handlers, not ignores).
+for _sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, lambda s, f: None)
+
 
 def one_end(ctx, how, k, n):
     """One session of the sweep, ended by how after k bytes of replies."""
