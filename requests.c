@@ -475,6 +475,14 @@ track(struct handle *h, uint64_t off, uint64_t n)
 #define slow()		sched_slow()
 #define deferring()	sched_deferring()
 
+/* The replies of jobs (struct task's answer), below their handlers. */
+static uint32_t	open_answer(struct task *);
+static uint32_t	close_answer(struct task *);
+static uint32_t	read_answer(struct task *);
+static uint32_t	write_answer(struct task *);
+static uint32_t	stat_answer(struct task *);
+static uint32_t	readdir_answer(struct task *);
+
 /* Starts a job that is filled in (sched_start()): its reply will follow. */
 static uint32_t
 start_job(struct task *j, int wait)
@@ -754,7 +762,7 @@ open_job(uint32_t id, uint32_t pflags, int flags, mode_t mode)
 	size_t len = strlen(path1) + 1;
 
 	h = handle_new(&handles, HANDLE_FILE, path1);
-	j = sched_job(OP_OPEN, id, h, len);
+	j = sched_job(OP_OPEN, open_answer, id, h, len);
 	memcpy(j->job.buf, path1, len);
 	j->flags = flags | O_NONBLOCK | O_NOCTTY;
 	j->mode = mode;
@@ -884,7 +892,7 @@ process_close(uint32_t id, struct cursor *c)
 	    (deferring() || slow())) {
 		/* Unknown to later requests from now on. */
 		h->kind = HANDLE_PENDING;
-		return start_job(sched_job(OP_CLOSE, id, h, 0), 0);
+		return start_job(sched_job(OP_CLOSE, close_answer, id, h, 0), 0);
 	}
 	log_close(h, NULL);
 	return status_of(close_handle(h, 0));
@@ -953,7 +961,7 @@ read_job(struct handle *h, uint32_t id, uint64_t off, uint32_t len)
 {
 	struct task *j;
 
-	j = sched_job(OP_READ, id, h, len);
+	j = sched_job(OP_READ, read_answer, id, h, len);
 	j->off = (off_t)off;
 	j->len = len;
 	sched_read_start(j, h);
@@ -1091,7 +1099,7 @@ process_write(uint32_t id, struct cursor *c)
 		return errno_to_status(errno);
 	if (deferring() || slow()) {
 		/* The data stays where it lies until the job is answered. */
-		j = sched_job(OP_WRITE, id, h, 0);
+		j = sched_job(OP_WRITE, write_answer, id, h, 0);
 		j->data = data;
 		j->len = len;
 		j->off = (h->flags & O_APPEND) ? FILEIO_APPEND : (off_t)off;
@@ -1157,8 +1165,8 @@ do_stat(uint32_t id, struct cursor *c, int follow)
 	debug3("request %u: %sstat", id, follow ? "" : "l");
 	verbose("%sstat name \"%s\"", follow ? "" : "l", path1);
 	if (deferring() || slow()) {
-		j = sched_job(follow ? OP_STAT : OP_LSTAT, id, NULL,
-		    strlen(path1) + 1);
+		j = sched_job(follow ? OP_STAT : OP_LSTAT, stat_answer, id,
+		    NULL, strlen(path1) + 1);
 		memcpy(j->job.buf, path1, strlen(path1) + 1);
 		return start_job(j, 0);
 	}
@@ -1206,7 +1214,7 @@ process_fstat(uint32_t id, struct cursor *c)
 	if (h == NULL)
 		return SSH_FX_FAILURE;
 	if (deferring() || slow())
-		return start_job(sched_job(OP_FSTAT, id, h, 0), 0);
+		return start_job(sched_job(OP_FSTAT, stat_answer, id, h, 0), 0);
 	if (concurrent())
 		sched_timing_start(&t, 0);
 	r = fstat(h->fd, &st);
@@ -1398,7 +1406,8 @@ readdir_job(struct handle *h, uint32_t id)
 	unsigned nparts, per;
 	size_t len;
 
-	first = sched_job(OP_DIRSTAT, id, h, sizeof *db);
+	first = sched_job(OP_DIRSTAT, readdir_answer, id, h,
+	    sizeof *db);
 	db = first->shared = first->job.buf;
 	db->count = 0;
 	while (db->count < READDIR_BATCH) {
@@ -1419,7 +1428,7 @@ readdir_job(struct handle *h, uint32_t id)
 	per = (db->count + nparts - 1) / nparts;
 	first->parts = nparts - 1;
 	for (unsigned i = 0; i < nparts; i++) {
-		j = i == 0 ? first : sched_job(OP_DIRSTAT, id, h, 0);
+		j = i == 0 ? first : sched_job(OP_DIRSTAT, NULL, id, h, 0);
 		j->shared = db;
 		j->off = (off_t)(i * per);
 		j->len = i * per >= db->count ? 0 :
@@ -2404,18 +2413,6 @@ requests_process(struct cursor *c)
 	return 0;
 }
 
-/* Each kind of job: the reply it leads to, built in the loop's thread. */
-static uint32_t (*const answers[OP_COUNT])(struct task *) = {
-	[OP_READ] = read_answer,
-	[OP_WRITE] = write_answer,
-	[OP_FSTAT] = stat_answer,
-	[OP_STAT] = stat_answer,
-	[OP_LSTAT] = stat_answer,
-	[OP_DIRSTAT] = readdir_answer,
-	[OP_OPEN] = open_answer,
-	[OP_CLOSE] = close_answer,
-};
-
 /* The reply of a job that is done, as its handler would have queued it. */
 static void
 answer(struct task *j)
@@ -2424,7 +2421,7 @@ answer(struct task *j)
 	uint32_t status;
 
 	sched_note_job(j);
-	status = answers[j->op](j);
+	status = j->answer(j);
 	if (status != REPLIED)
 		(void)reply_status(j->id, status, NULL);
 	one_reply("deferred", j->id, before);

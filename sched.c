@@ -463,13 +463,15 @@ sched_start(struct task *j, int wait)
 }
 
 struct task *
-sched_job(enum job_op op, uint32_t id, struct handle *h, size_t size)
+sched_job(enum job_op op, uint32_t (*answer)(struct task *), uint32_t id,
+    struct handle *h, size_t size)
 {
 	struct task *j;
 
 	if ((j = TASK(jobs_new(size))) == NULL)
 		abort();	/* admitted without room: a bug */
 	j->op = op;
+	j->answer = answer;
 	j->id = id;
 	j->owner = h;
 	j->fd = h != NULL ? h->fd : -1;
@@ -743,8 +745,9 @@ beside_close(const struct task *j, const struct sched_req *r)
  * A kind of job: its system calls (run, in a worker or in the loop's
  * thread), whether a request of the kind may start beside a job in flight
  * (beside: the rule), and the entries of the ring it keeps free besides
- * its own (READDIR's parts).  The reply it leads to is requests.c's
- * (answers[]).
+ * its own (READDIR's parts).  Its reply is not the kind's but the job's:
+ * requests.c names it (struct task's answer) when it makes the job, as a
+ * libuv request carries its done beside its work.
  */
 struct job_kind {
 	void (*run)(struct task *);

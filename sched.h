@@ -56,7 +56,9 @@ enum job_op {
  */
 struct task {
 	struct job job;		/* jobs.c's; its arena bytes at job.buf */
-	enum job_op op;
+	enum job_op op;		/* its system calls and its rule (sched.c) */
+	/* Its reply, built in the loop's thread when it is done (requests.c). */
+	uint32_t (*answer)(struct task *);
 	int fd;
 	int flags;		/* OPEN: open(2)'s; WRITE: JOB_AMPLE */
 	uint32_t id;
@@ -149,10 +151,12 @@ void	sched_note_job(const struct task *j);
 
 /*
  * A new job of op for request id through h (or none), with size bytes of
- * the arena; sched_admit() (or nothing in flight) made sure of the room.
+ * the arena, answered by answer once done (NULL: a part of the job before
+ * it, answered with it); sched_admit() (or nothing in flight) made sure of
+ * the room.
  */
-struct task	*sched_job(enum job_op op, uint32_t id, struct handle *h,
-    size_t size);
+struct task	*sched_job(enum job_op op, uint32_t (*answer)(struct task *),
+    uint32_t id, struct handle *h, size_t size);
 /*
  * Starts a job that is filled in: in a worker while storage is slow (or
  * always, wait), here otherwise.
