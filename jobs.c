@@ -71,6 +71,15 @@ static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
 static pthread_t workers[JOBS_MAX_WORKERS];
 static void *stacks[JOBS_MAX_WORKERS];	/* guard, then stack; or NULL */
 static unsigned nworkers, nidle;
+/*
+ * A worker could not be started: the errno, and how many there were then
+ * (for jobs_thread_error()); and no more are tried until jobs_idle(), so
+ * that a session at its process limit does not pay a failed mmap and
+ * clone for every job.
+ */
+static int thread_err;
+static unsigned thread_err_workers;
+static int no_more_workers;
 static struct job *queue[JOBS_RING];	/* handed off, not yet taken */
 static unsigned queue_head, queue_count;
 static int stopping;
@@ -143,6 +152,9 @@ jobs_init(void (*run)(struct job *), unsigned max, size_t size)
 	if (max > JOBS_MAX_WORKERS)
 		max = JOBS_MAX_WORKERS;
 	max_workers = max;
+	thread_err = 0;
+	thread_err_workers = 0;
+	no_more_workers = 0;
 	/*
 	 * Mapped now, so that no job made later can fail for want of it; its
 	 * pages are touched only by jobs.
@@ -154,6 +166,13 @@ unsigned
 jobs_max_workers(void)
 {
 	return max_workers;
+}
+
+int
+jobs_thread_error(unsigned *made)
+{
+	*made = thread_err_workers;
+	return thread_err;
 }
 
 static int
@@ -295,6 +314,18 @@ worker(void *arg)
 	return NULL;
 }
 
+/* A worker could not be started (error e): noted; returns -1. */
+static int
+worker_failed(int e)
+{
+	if (thread_err == 0) {
+		thread_err = e != 0 ? e : EAGAIN;
+		thread_err_workers = nworkers;
+	}
+	no_more_workers = 1;
+	return -1;
+}
+
 /*
  * One more worker, with every signal blocked but SIGSYS (it inherits the
  * mask it is made with).  Called with the lock held.  Returns 0 or -1.
@@ -310,15 +341,16 @@ add_worker(void)
 
 	if (efd == -1 &&
 	    (efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1)
-		return -1;
+		return worker_failed(errno);
 	st = mmap(NULL, STACK_GUARD + WORKER_STACK, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (st == MAP_FAILED)
-		return -1;
+		return worker_failed(errno);
 	if (mprotect(st, STACK_GUARD, PROT_NONE) == -1 ||
 	    pthread_attr_init(&attr) != 0) {
+		r = errno;
 		(void)munmap(st, STACK_GUARD + WORKER_STACK);
-		return -1;
+		return worker_failed(r);
 	}
 	(void)pthread_attr_setstack(&attr, (uint8_t *)st + STACK_GUARD,
 	    WORKER_STACK);
@@ -331,7 +363,7 @@ add_worker(void)
 	(void)pthread_attr_destroy(&attr);
 	if (r != 0) {
 		(void)munmap(st, STACK_GUARD + WORKER_STACK);
-		return -1;
+		return worker_failed(r);
 	}
 	stacks[nworkers++] = st;
 	return 0;
@@ -362,7 +394,8 @@ jobs_start(struct job *j)
 	int alone;
 
 	(void)pthread_mutex_lock(&lock);
-	if (nidle <= queue_count && nworkers < max_workers)
+	if (nidle <= queue_count && nworkers < max_workers &&
+	    !no_more_workers)
 		(void)add_worker();
 	alone = nworkers == 0;
 	if (!alone) {
@@ -506,6 +539,7 @@ jobs_idle(void)
 		nworkers = 0;
 		stopping = 0;
 	}
+	no_more_workers = 0;	/* the next burst tries again */
 	if (efd != -1) {
 		(void)close(efd);
 		efd = -1;

@@ -61,6 +61,12 @@ int	jobs_init(void (*run)(struct job *), unsigned max_workers,
 /* The limit of jobs_init(). */
 unsigned	jobs_max_workers(void);
 /*
+ * 0 while every worker wanted could be started; else the error of the
+ * first that could not (EAGAIN: a process limit), and in *made how
+ * many ran then.  After a failure no worker is tried until jobs_idle().
+ */
+int	jobs_thread_error(unsigned *made);
+/*
  * A new job at the end of the ring, its whole entry zeroed, with size
  * bytes of the arena at job->buf (none for 0).  NULL when the ring or the
  * arena is full: the caller waits for jobs to be handed back (jobs_head(),

@@ -170,6 +170,8 @@
 
 /* -T: requests in flight at once. */
 static unsigned storage_ops;
+/* The lack of threads was logged (threads_check()). */
+static int threads_told;
 /* Whether storage waits, of late, and the calls in a row that said not. */
 static int waiting;
 static unsigned streak;
@@ -453,13 +455,39 @@ run_close(struct task *j)
 	j->n = close(j->fd);
 }
 
+/*
+ * Says once a session, at INFO, that storage calls run fewer at a time
+ * than -T allows because no more threads could be made (a process limit:
+ * RLIMIT_NPROC, a cgroup's pids.max), and why.
+ */
+static void
+threads_check(void)
+{
+	unsigned made;
+	int e;
+
+	if (threads_told || (e = jobs_thread_error(&made)) == 0)
+		return;
+	threads_told = 1;
+	if (made == 0)
+		logit("storage calls run one at a time, in the session's own "
+		    "thread: no thread could be made for them (%s)",
+		    strerror(e));
+	else
+		logit("storage calls run on %u threads at most, fewer than "
+		    "%u: no more could be made (%s)", made,
+		    jobs_max_workers(), strerror(e));
+}
+
 void
 sched_start(struct task *j, int wait)
 {
-	if (wait || sched_slow())
+	if (wait || sched_slow()) {
 		jobs_start(&j->job);
-	else
+		threads_check();
+	} else {
 		jobs_run_here(&j->job);
+	}
 }
 
 struct task *
@@ -807,6 +835,7 @@ int
 sched_init(unsigned ops, unsigned workers)
 {
 	storage_ops = ops;
+	threads_told = 0;
 	waiting = FUZZ_STORAGE_WAITS();
 	streak = 0;
 	cmask = umask(0);

@@ -773,7 +773,7 @@ class Server:
     """
 
     def __init__(self, argv, cwd=None, env=None, umask=None,
-                 timeout=DEFAULT_TIMEOUT):
+                 timeout=DEFAULT_TIMEOUT, preexec_fn=None):
         # "@CWD@" in an argument stands for the directory the server runs
         # in, so that a suite can be rerun with e.g. "-r / -d @CWD@".
         where = os.path.abspath(cwd or os.getcwd())
@@ -787,7 +787,7 @@ class Server:
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, cwd=cwd, env=env, close_fds=True,
-            umask=-1 if umask is None else umask)
+            umask=-1 if umask is None else umask, preexec_fn=preexec_fn)
         self._in = self.proc.stdin.fileno()
         self._out = self.proc.stdout.fileno()
         os.set_blocking(self._in, False)

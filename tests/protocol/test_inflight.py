@@ -41,6 +41,10 @@ Checks:
                            16 READs of 255 KiB, then a CLOSE of another
                            file whose close(2) waits until the test lets
                            it go: every READ's reply comes before that
+  no_thread_for_storage_work
+                           at RLIMIT_NPROC no worker can be made: every
+                           READ is served in the loop's thread, and the
+                           INFO log says so once
   sigterm_in_flight        SIGTERM with WRITEs in flight: the close line
                            counts every byte the file got
   sigterm_storage_hangs    SIGTERM with a READ whose storage never answers:
@@ -57,7 +61,9 @@ if any failed.
 """
 
 import os
+import pwd
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -93,13 +99,18 @@ class Ctx:
         os.mkdir(d)
         return d
 
-    def server(self, which, cwd, env=None, args=()):
+    def server(self, which, cwd, env=None, args=(), preexec_fn=None,
+               others=False):
         """Ours (or the reference) under the shim, in cwd; INIT sent.
-        Returns the server and the path of the shim's log."""
+        others: the binary and the shim are copied where another user
+        reaches them (preexec_fn may become one).  Returns the server and
+        the path of the shim's log."""
         self.n += 1
         log = os.path.join(self.tmp, "most-%d" % self.n)
         e = dict(os.environ)
-        e["LD_PRELOAD"] = suite.shim_library(SHIM_SOURCE, "sftp-slow-shim-")
+        shim = suite.shim_library(SHIM_SOURCE, "sftp-slow-shim-")
+        e["LD_PRELOAD"] = binary_for_others(shim, self.tmp) if others \
+            else shim
         opts = e.get("ASAN_OPTIONS", "")
         e["ASAN_OPTIONS"] = (opts + ":" if opts else "") + \
             "verify_asan_link_order=0"
@@ -110,7 +121,9 @@ class Ctx:
             argv = [REFERENCE] + list(args)
         else:
             argv = SERVER_ARGV + list(args)
-        srv = Server(argv, cwd=cwd, env=e)
+        if others:
+            argv[0] = binary_for_others(argv[0], self.tmp)
+        srv = Server(argv, cwd=cwd, env=e, preexec_fn=preexec_fn)
         self.servers.append(srv)
         srv.init()
         return srv, log
@@ -592,6 +605,63 @@ def test_replies_wait_for_no_later_call(ctx):
     expect("CLOSE", shape(got[n]), "STATUS OK")
     expect("READ replies sent while the later CLOSE's close(2) waited",
            sum(isinstance(r, Data) for r in before), n)
+
+
+NO_THREAD_LINE = ("storage calls run one at a time, in the session's own "
+                  "thread: no thread could be made for them")
+
+
+@test
+def test_no_thread_for_storage_work(ctx):
+    # An account at its process limit (RLIMIT_NPROC of 1: no thread can be
+    # made): READs that would go to workers are served, right and in
+    # order, in the loop's thread, and the log says so once per session,
+    # at INFO, however many bursts meet the limit.  Root is not held to
+    # RLIMIT_NPROC, so as root the server runs as nobody.
+    become = None
+    if os.geteuid() == 0:
+        try:
+            nobody = pwd.getpwnam("nobody")
+        except KeyError:
+            raise Skip("as root, needs the user nobody, whom RLIMIT_NPROC "
+                       "holds")
+        become = nobody
+        os.chmod(ctx.tmp, 0o755)
+
+    def at_process_limit():
+        if become is not None:
+            os.setgroups([])
+            os.setgid(become.pw_gid)
+            os.setuid(become.pw_uid)
+        resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
+
+    d = ctx.dir("nproc")
+    os.chmod(d, 0o755)
+    data = bytes(range(256)) * 1024    # 256 KiB
+    write_file(os.path.join(d, "f"), data)
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1}, ["-e", "-l", "INFO"],
+                        preexec_fn=at_process_limit, others=True)
+    h = open_h(srv, "f", SSH_FXF_READ)
+    for burst in range(2):
+        ids = srv.send_many([req_read(h, i * 8192, 8192)
+                             for i in range(32)])
+        for i, rid in enumerate(ids):
+            r = srv.recv()
+            if r.id != rid or not isinstance(r, Data) or \
+                    r.data != data[i * 8192:(i + 1) * 8192]:
+                raise Failure("burst %d, READ %d: %s" % (burst, i, shape(r)))
+        # Past the linger, the session's workers are tried again.
+        time.sleep(0.2)
+    expect("threads of the server", threads(srv.proc.pid), 1)
+    srv.close_stdin()
+    expect("exit status", srv.wait(), 0)
+    err = srv.stderr_output().decode(errors="replace")
+    lines = [ln for ln in err.splitlines() if NO_THREAD_LINE in ln]
+    if len(lines) != 1:
+        raise Failure("expected one log line %r, got %d: %r" %
+                      (NO_THREAD_LINE, len(lines), err[-1500:]))
+    if "Resource temporarily unavailable" not in lines[0]:
+        raise Failure("the line does not say why: %r" % lines[0])
 
 
 def close_line(err, path):
