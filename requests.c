@@ -892,7 +892,8 @@ process_close(uint32_t id, struct cursor *c)
 	    (deferring() || slow())) {
 		/* Unknown to later requests from now on. */
 		h->kind = HANDLE_PENDING;
-		return start_job(sched_job(OP_CLOSE, close_answer, id, h, 0), 0);
+		return start_job(sched_job(OP_CLOSE, close_answer, id, h, 0),
+		    0);
 	}
 	log_close(h, NULL);
 	return status_of(close_handle(h, 0));
@@ -1403,7 +1404,7 @@ readdir_job(struct handle *h, uint32_t id)
 	struct dirbatch *db;
 	struct dirent *de;
 	struct task *first, *j;
-	unsigned nparts, per;
+	unsigned nparts, per, extra;
 	size_t len;
 
 	first = sched_job(OP_DIRSTAT, readdir_answer, id, h,
@@ -1420,19 +1421,17 @@ readdir_job(struct handle *h, uint32_t id)
 		memcpy(db->e[db->count].name, de->d_name, len + 1);
 		db->count++;
 	}
-	nparts = (db->count + DIRSTAT_SLICE - 1) / DIRSTAT_SLICE;
-	if (nparts > jobs_max_workers())
-		nparts = jobs_max_workers();
-	if (nparts == 0)
-		nparts = 1;
-	per = (db->count + nparts - 1) / nparts;
+	/* The names in nparts slices whose lengths differ by one at most. */
+	nparts = sched_dirstat_parts(db->count);
+	per = db->count / nparts;
+	extra = db->count % nparts;
 	first->parts = nparts - 1;
-	for (unsigned i = 0; i < nparts; i++) {
+	for (unsigned i = 0, at = 0; i < nparts; i++) {
 		j = i == 0 ? first : sched_job(OP_DIRSTAT, NULL, id, h, 0);
 		j->shared = db;
-		j->off = (off_t)(i * per);
-		j->len = i * per >= db->count ? 0 :
-		    db->count - i * per < per ? db->count - i * per : per;
+		j->off = (off_t)at;
+		j->len = per + (i < extra);
+		at += (unsigned)j->len;
 		(void)start_job(j, 0);
 	}
 	return DEFERRED;

@@ -506,6 +506,18 @@ sched_job(enum job_op op, uint32_t (*answer)(struct task *), uint32_t id,
 	return j;
 }
 
+unsigned
+sched_dirstat_parts(unsigned names)
+{
+	unsigned n = names, room = JOBS_RING - jobs_count() + 1;
+
+	if (n > jobs_max_workers())
+		n = jobs_max_workers();
+	if (n > room)
+		n = room;
+	return n > 0 ? n : 1;
+}
+
 /* READs: the page cache first. */
 
 /*
@@ -789,8 +801,7 @@ static const struct job_kind job_kinds[OP_COUNT] = {
 	[OP_FSTAT] = { run_fstat, beside_range, 0 },
 	[OP_STAT] = { run_stat, beside_range, 0 },
 	[OP_LSTAT] = { run_lstat, beside_range, 0 },
-	[OP_DIRSTAT] = { run_dirstat, beside_dirstat,
-	    READDIR_BATCH / DIRSTAT_SLICE + 1 },
+	[OP_DIRSTAT] = { run_dirstat, beside_dirstat, DIRSTAT_PARTS_MIN },
 	[OP_OPEN] = { run_open, beside_open, 0 },
 	[OP_CLOSE] = { run_close, beside_close, 0 },
 };

@@ -57,7 +57,7 @@ enum job_op {
 struct task {
 	struct job job;		/* jobs.c's; its arena bytes at job.buf */
 	enum job_op op;		/* its system calls and its rule (sched.c) */
-	/* Its reply, built in the loop's thread when it is done (requests.c). */
+	/* Its reply, built in the loop's thread once done (requests.c). */
 	uint32_t (*answer)(struct task *);
 	int fd;
 	int flags;		/* OPEN: open(2)'s; WRITE: JOB_AMPLE */
@@ -79,10 +79,12 @@ struct task {
 
 /*
  * READDIR on storage that waits: the names come from one getdents in the
- * loop, their lstats from workers, a slice each (at least DIRSTAT_SLICE
- * names), into one struct dirbatch in the first job's arena bytes.
+ * loop, their lstats from workers, in as many jobs as there are workers
+ * and free entries of the ring, up to one per name (sched_dirstat_parts()),
+ * into one struct dirbatch in the first job's arena bytes.  A READDIR is
+ * admitted when the ring has room for DIRSTAT_PARTS_MIN of them.
  */
-#define DIRSTAT_SLICE	8
+#define DIRSTAT_PARTS_MIN	8
 struct dirbatch {
 	unsigned count;
 	struct {
@@ -178,6 +180,12 @@ void	sched_read_start(struct task *j, struct handle *h);
  * what would wait (-2: some would: a job reads it), else timed.
  */
 ssize_t	sched_read_here(struct handle *h, uint8_t *buf, size_t len, off_t off);
+/*
+ * How many jobs (the first one, already made, and its parts) share the
+ * lstats of a READDIR batch of names: one per name, as far as the workers
+ * and the free entries of the ring go; at least 1.
+ */
+unsigned	sched_dirstat_parts(unsigned names);
 /* A READ's job is done: whether the next reads through h go to workers. */
 void	sched_read_done(const struct task *j, struct handle *h);
 

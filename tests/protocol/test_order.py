@@ -51,6 +51,8 @@ Checks, each under each profile:
   rename_remove_after_reads    RENAME and REMOVE of files being read
   readdir_while_creating       READDIR (long names: sizes) while files are
                                created, grown and removed
+  readdir_lstats_at_once       one READDIR of 100 names whose stats wait
+                               100 ms: 50 or more of its lstats held at once
   enospc_mid_pipeline          a small tmpfs fills up mid-pipeline, then
                                space is freed (root: mount)
   enospc_separate_writes       WRITEs of separate ranges fill a small tmpfs:
@@ -1132,6 +1134,51 @@ add_test("catches_read_run_before_earlier_write",
 add_test("catches_replies_out_of_order",
          proxy_test("swap-replies", lambda: plan_write_then_read(False),
                     "out of request order"))
+
+def readdir_lstats_at_once(ctx):
+    """One READDIR of 100 names on storage whose stats wait: its lstats
+    go to workers together, at least 50 of them held at once by slowfs
+    (they went in slices of 8, at most 13 at once, before)."""
+    root = os.path.join(ctx.tmp, "hundred")
+    os.mkdir(root)
+    os.chmod(root, 0o755)
+    names = ["n%03d" % i for i in range(98)]    # with "." and "..": 100
+    for n in names:
+        with open(os.path.join(root, n), "wb") as f:
+            f.write(b"x" * (len(n) + int(n[1:])))
+    counts = os.path.join(ctx.logs, "slowfs-readdir.txt")
+    argv = [slowfs(), "-o", counts, "-D", "stat=100", "-p", root, "--"] + \
+        list(SERVER_ARGV)
+    srv = Server(argv, cwd=root, env=dict(os.environ), umask=UMASK)
+    ctx.servers.append(srv)
+    srv.init()
+    # Stats that wait, one at a time: the session's calls go to workers
+    # (one call in 8 is timed until one waits, then 4 that wait in a row).
+    for n in names[:20]:
+        r = srv.call(req_lstat(n))
+        if r.type != SSH_FXP_ATTRS:
+            raise Failure("LSTAT %s: %r" % (n, r))
+    h = srv.opendir(".")
+    r = srv.call(req_readdir(h))
+    if r.type != SSH_FXP_NAME:
+        raise Failure("READDIR: %r" % r)
+    got = {os.fsdecode(e.filename): e.attrs.size for e in r.entries
+           if os.fsdecode(e.filename) not in (".", "..")}
+    want = {n: len(n) + int(n[1:]) for n in names}
+    if got != want:
+        raise Failure("READDIR's names and sizes: %d of %d right" %
+                      (sum(got.get(n) == v for n, v in want.items()),
+                       len(want)))
+    if srv.close() != 0:
+        raise Failure("exit status %r" % srv.returncode)
+    most = held_counts(counts).get("at once", (0, 0))[0]
+    if most < 50:
+        raise Failure("slowfs held at most %d of the READDIR's lstats at "
+                      "once, expected 50 or more" % most)
+    return "slowfs held %d lstats at once" % most
+
+
+add_test("readdir_lstats_at_once", readdir_lstats_at_once)
 
 _first = int(os.environ.get("ORDER_SEED", "1"))
 for _seed in range(_first, _first + int(os.environ.get("ORDER_ROUNDS",
