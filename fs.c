@@ -118,7 +118,7 @@ static char *fs_getcwd(char *, size_t);
 static int root_fd = -1;
 static struct stat root_st;
 static char root_path[PATH_MAX];	/* canonical, as the system sees it */
-static char vcwd[PATH_MAX] = "/";
+static char vcwd[PATH_MAX];	/* "/" once confined (fs_confine()) */
 
 int
 fs_confined(void)

@@ -68,8 +68,17 @@ static size_t arena_beg, arena_used;	/* the bytes in use: a ring */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
-static pthread_t workers[JOBS_MAX_WORKERS];
-static void *stacks[JOBS_MAX_WORKERS];	/* guard, then stack; or NULL */
+/*
+ * The workers' threads and stacks, and the queue of jobs handed off:
+ * in the mapping, after the ring, so that an idle session's own pages
+ * (its bss) do not hold them.
+ */
+struct pool {
+	pthread_t workers[JOBS_MAX_WORKERS];
+	void *stacks[JOBS_MAX_WORKERS];	/* guard, then stack; or NULL */
+	struct job *queue[JOBS_RING];	/* handed off, not yet taken */
+};
+static struct pool *pool;
 static unsigned nworkers, nidle;
 /*
  * A worker could not be started: the errno, and how many there were then
@@ -80,7 +89,6 @@ static unsigned nworkers, nidle;
 static int thread_err;
 static unsigned thread_err_workers;
 static int no_more_workers;
-static struct job *queue[JOBS_RING];	/* handed off, not yet taken */
 static unsigned queue_head, queue_count;
 static int stopping;
 static int efd = -1;
@@ -89,11 +97,12 @@ static unsigned unseen;		/* jobs finished that it has not collected */
 
 /*
  * The mapping: the arena first (page-aligned), the guard (a multiple of
- * any page size), then the ring.
+ * any page size), the ring, then the pool.
  */
 #define ARENA_GUARD	(64 * 1024)
 #define RING_BYTES	(JOBS_RING * entry_size)
-#define MAP_SIZE	(JOBS_ARENA + ARENA_GUARD + RING_BYTES)
+#define MAP_SIZE	(JOBS_ARENA + ARENA_GUARD + RING_BYTES + \
+	sizeof(struct pool))
 
 /* Sanitizer builds: the arena's free bytes may not be touched. */
 #if defined(__has_feature)
@@ -122,6 +131,7 @@ unmap(void)
 		(void)munmap(map, MAP_SIZE);
 	}
 	map = NULL;
+	pool = NULL;
 }
 
 /* The entry of the ring at index i (< JOBS_RING). */
@@ -141,8 +151,8 @@ jobs_init(void (*run)(struct job *), unsigned max, size_t size)
 	/* Each entry starts aligned for whatever the caller's struct holds. */
 	size = (size + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) *
 	    _Alignof(max_align_t);
-	if (ring_count > 0 && size != entry_size)
-		return -1;
+	if ((ring_count > 0 || nworkers > 0) && size != entry_size)
+		return -1;	/* the ring and the pool are in use */
 	if (size != entry_size)
 		unmap();	/* the next mapping is made of the new size */
 	entry_size = size;
@@ -195,6 +205,8 @@ mapped(void)
 	map = p;
 	arena = map;
 	ring = map + JOBS_ARENA + ARENA_GUARD;
+	/* RING_BYTES is a multiple of max_align_t's alignment. */
+	pool = (struct pool *)(void *)(ring + RING_BYTES);
 	POISON(arena, JOBS_ARENA);
 	return 0;
 }
@@ -302,7 +314,7 @@ worker(void *arg)
 		}
 		if (queue_count == 0)
 			break;	/* stopping, and nothing left */
-		j = queue[queue_head];
+		j = pool->queue[queue_head];
 		queue_head = (queue_head + 1) % JOBS_RING;
 		queue_count--;
 		(void)pthread_mutex_unlock(&lock);
@@ -358,14 +370,14 @@ add_worker(void)
 	/* A call off the sandbox's list traps with a report, not a kill. */
 	(void)sigdelset(&all, SIGSYS);
 	(void)pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&workers[nworkers], &attr, worker, NULL);
+	r = pthread_create(&pool->workers[nworkers], &attr, worker, NULL);
 	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
 	(void)pthread_attr_destroy(&attr);
 	if (r != 0) {
 		(void)munmap(st, STACK_GUARD + WORKER_STACK);
 		return worker_failed(r);
 	}
-	stacks[nworkers++] = st;
+	pool->stacks[nworkers++] = st;
 	return 0;
 }
 
@@ -395,11 +407,11 @@ jobs_start(struct job *j)
 
 	(void)pthread_mutex_lock(&lock);
 	if (nidle <= queue_count && nworkers < max_workers &&
-	    !no_more_workers)
+	    !no_more_workers && pool != NULL)
 		(void)add_worker();
 	alone = nworkers == 0;
 	if (!alone) {
-		queue[(queue_head + queue_count) % JOBS_RING] = j;
+		pool->queue[(queue_head + queue_count) % JOBS_RING] = j;
 		queue_count++;
 		j->queued = 1;
 		nrunning++;
@@ -532,9 +544,10 @@ jobs_idle(void)
 		(void)pthread_cond_broadcast(&work);
 		(void)pthread_mutex_unlock(&lock);
 		for (unsigned i = 0; i < nworkers; i++) {
-			(void)pthread_join(workers[i], NULL);
-			(void)munmap(stacks[i], STACK_GUARD + WORKER_STACK);
-			stacks[i] = NULL;
+			(void)pthread_join(pool->workers[i], NULL);
+			(void)munmap(pool->stacks[i],
+			    STACK_GUARD + WORKER_STACK);
+			pool->stacks[i] = NULL;
 		}
 		nworkers = 0;
 		stopping = 0;
@@ -546,7 +559,8 @@ jobs_idle(void)
 	}
 	if (map != NULL) {
 		(void)madvise(arena, JOBS_ARENA, MADV_DONTNEED);
-		(void)madvise(ring, RING_BYTES, MADV_DONTNEED);
+		(void)madvise(ring, RING_BYTES + sizeof(struct pool),
+		    MADV_DONTNEED);
 	}
 }
 

@@ -52,7 +52,8 @@ struct job {
  * that begins with struct job (at least sizeof(struct job), at most
  * JOBS_ENTRY_MAX).  Maps the rings, whose pages only jobs touch.  Returns
  * 0; -1 when the size is out of those bounds, or differs from the last
- * while jobs are in the ring, or the mapping cannot be made (errno).
+ * while jobs are in the ring or workers run, or the mapping cannot be
+ * made (errno).
  */
 int	jobs_init(void (*run)(struct job *), unsigned max_workers,
     size_t entry_size);

@@ -999,10 +999,14 @@ static const long not_under_r[] = {
 };
 #define NNOT_UNDER_R	(sizeof not_under_r / sizeof not_under_r[0])
 
-/* The names of all calls, for the log: see sysnames.h. */
+/*
+ * The names of all calls, for the log: see sysnames.h.  The names are
+ * held in the rows, not pointed at: a table of pointers is relocated at
+ * start, and its pages are then each session's own memory.
+ */
 static const struct {
-	long nr;
-	const char *name;
+	int nr;
+	char name[32];
 } sys_names[] = {
 #include "sysnames.h"
 };

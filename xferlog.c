@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
@@ -48,7 +49,20 @@ static int failed;		/* a write failed: reported once */
 static int stuck;		/* a rotation not followed: reported once */
 static const char *user = "";
 static char addr[64], port[16];
-static char linebuf[LINE_MAX_BYTES];
+/*
+ * The record being made: allocated when a log is opened, so that a session
+ * without one holds none of it, and no page of its own around it.
+ */
+static char *linebuf;
+
+/* The record's buffer, made once: 0, or -1 with errno. */
+static int
+line_alloc(void)
+{
+	if (linebuf == NULL && (linebuf = malloc(LINE_MAX_BYTES)) == NULL)
+		return -1;
+	return 0;
+}
 
 /*
  * Opens name in the directory dirfd for appending, never creating it and
@@ -88,7 +102,8 @@ xferlog_open(const char *path)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	if ((fd = open_log(AT_FDCWD, path, &log_st)) == -1)
+	if (line_alloc() == -1 ||
+	    (fd = open_log(AT_FDCWD, path, &log_st)) == -1)
 		return -1;
 	if (slash == NULL)
 		memcpy(dir, ".", 2);
@@ -152,7 +167,7 @@ xferlog_open_syslog(int facility)
 	struct stat st;
 	int fd;
 
-	if (stat(_PATH_LOG, &st) == -1)
+	if (line_alloc() == -1 || stat(_PATH_LOG, &st) == -1)
 		return -1;
 	if (!S_ISSOCK(st.st_mode)) {
 		errno = ENOTSOCK;
@@ -293,18 +308,18 @@ put_fmt(size_t *off, const char *key, int quoted, const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	n = snprintf(linebuf + *off, sizeof linebuf - *off, ",\"%s\":%s", key,
+	n = snprintf(linebuf + *off, LINE_MAX_BYTES - *off, ",\"%s\":%s", key,
 	    quoted ? "\"" : "");
-	if (n < 0 || (size_t)n >= sizeof linebuf - *off)
+	if (n < 0 || (size_t)n >= LINE_MAX_BYTES - *off)
 		return -1;
 	*off += (size_t)n;
 	va_start(ap, fmt);
-	n = vsnprintf(linebuf + *off, sizeof linebuf - *off, fmt, ap);
+	n = vsnprintf(linebuf + *off, LINE_MAX_BYTES - *off, fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof linebuf - *off)
+	if (n < 0 || (size_t)n >= LINE_MAX_BYTES - *off)
 		return -1;
 	*off += (size_t)n;
-	return quoted ? put(linebuf, sizeof linebuf, off, "\"", 1) : 0;
+	return quoted ? put(linebuf, LINE_MAX_BYTES, off, "\"", 1) : 0;
 }
 
 /* Whether s is valid UTF-8 throughout. */
@@ -328,15 +343,15 @@ put_hex(size_t *off, const char *s)
 	const unsigned char *p = (const unsigned char *)s;
 	char pair[2];
 
-	if (put(linebuf, sizeof linebuf, off, "\"", 1) == -1)
+	if (put(linebuf, LINE_MAX_BYTES, off, "\"", 1) == -1)
 		return -1;
 	for (; *p != '\0'; p++) {
 		pair[0] = digits[*p >> 4];
 		pair[1] = digits[*p & 0xf];
-		if (put(linebuf, sizeof linebuf, off, pair, 2) == -1)
+		if (put(linebuf, LINE_MAX_BYTES, off, pair, 2) == -1)
 			return -1;
 	}
-	return put(linebuf, sizeof linebuf, off, "\"", 1);
+	return put(linebuf, LINE_MAX_BYTES, off, "\"", 1);
 }
 
 /*
@@ -351,14 +366,14 @@ put_str(size_t *off, const char *key, const char *s)
 
 	n = snprintf(head, sizeof head, ",\"%s\":", key);
 	if (n < 0 || (size_t)n >= sizeof head ||
-	    put(linebuf, sizeof linebuf, off, head, (size_t)n) == -1 ||
-	    xferlog_json_string(linebuf, sizeof linebuf, off, s) == -1)
+	    put(linebuf, LINE_MAX_BYTES, off, head, (size_t)n) == -1 ||
+	    xferlog_json_string(linebuf, LINE_MAX_BYTES, off, s) == -1)
 		return -1;
 	if (valid_utf8(s))
 		return 0;
 	n = snprintf(head, sizeof head, ",\"%s_hex\":", key);
 	if (n < 0 || (size_t)n >= sizeof head ||
-	    put(linebuf, sizeof linebuf, off, head, (size_t)n) == -1)
+	    put(linebuf, LINE_MAX_BYTES, off, head, (size_t)n) == -1)
 		return -1;
 	return put_hex(off, s);
 }
@@ -455,14 +470,14 @@ xferlog_write(const struct xfer_event *e)
 	    gmtime_r(&ts.tv_sec, &tm) == NULL)
 		memset(&tm, 0, sizeof tm);
 	off = HEAD_BYTES;
-	off += strftime(linebuf + off, sizeof linebuf - off,
+	off += strftime(linebuf + off, LINE_MAX_BYTES - off,
 	    "{\"time\":\"%Y-%m-%dT%H:%M:%S", &tm);
-	off += (size_t)snprintf(linebuf + off, sizeof linebuf - off,
+	off += (size_t)snprintf(linebuf + off, LINE_MAX_BYTES - off,
 	    ".%03ldZ\",\"session\":%ld", ts.tv_nsec / 1000000L,
 	    (long)getpid());
 	/* Cannot fail: two paths take at most 65,536 bytes. */
 	if (put_event(&off, e) == -1 ||
-	    put(linebuf, sizeof linebuf, &off, "}\n", 2) == -1) {
+	    put(linebuf, LINE_MAX_BYTES, &off, "}\n", 2) == -1) {
 		errno = saved;
 		return;
 	}

@@ -117,6 +117,29 @@ def private_dirty_kib(pid, binary):
     return total
 
 
+def own_anonymous_kib(pid, binary):
+    """The anonymous memory of pid's executable itself, KiB: the pages of
+    its mappings that relocations and writes made its own (the relocated
+    tables, .data), and its bss (the nameless mapping right after them)."""
+    total, end = 0, None
+    mine = bss = False
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
+            if m:
+                start = int(m.group(1), 16)
+                named = len(fields) >= 6
+                mine = named and \
+                    os.path.realpath(fields[5]) == os.path.realpath(binary)
+                bss = not named and end is not None and start == end
+                if mine:
+                    end = int(m.group(2), 16)
+            elif fields[0] == "Anonymous:" and (mine or bss):
+                total += int(fields[1])
+    return total
+
+
 # Signs of a sanitizer report in the server's stderr.
 SANITIZER_REPORT = re.compile(rb"(ERROR: \w+Sanitizer|runtime error:|"
                               rb"WARNING: ThreadSanitizer|"
