@@ -30,8 +30,11 @@
 
 /* Jobs queued at once, waiting or done and not yet handed back. */
 #define JOBS_RING	128
-/* Bytes of data (READ buffers, paths) that jobs hold at once. */
-#define JOBS_ARENA	(4 * 1024 * 1024)
+/*
+ * Bytes of data (READ buffers, paths) that jobs hold at once: 4 MiB less
+ * the arena's skew (jobs.c), so that it ends where a page does.
+ */
+#define JOBS_ARENA	(4 * 1024 * 1024 - 1088)
 /* Most workers a session may have (-T). */
 #define JOBS_MAX_WORKERS	128
 
@@ -99,7 +102,7 @@ struct job	*jobs_head(void);
 void	jobs_retire(void);
 /* Jobs in the ring. */
 unsigned	jobs_count(void);
-/* How many of them are not yet done: for the tests (test_jobs.c). */
+/* How many of them run in workers, not yet seen done. */
 unsigned	jobs_running(void);
 /* The job i places from the oldest (i < jobs_count()). */
 struct job	*jobs_at(unsigned i);

@@ -509,10 +509,14 @@ sched_job(enum job_op op, uint32_t (*answer)(struct task *), uint32_t id,
 unsigned
 sched_dirstat_parts(unsigned names)
 {
-	unsigned n = names, room = JOBS_RING - jobs_count() + 1;
+	unsigned busy = jobs_running(), room = JOBS_RING - jobs_count() + 1;
+	unsigned idle = jobs_max_workers() > busy ?
+	    jobs_max_workers() - busy : 0;
+	unsigned n = names < idle ? names : idle;
 
-	if (n > jobs_max_workers())
-		n = jobs_max_workers();
+	/* Busy workers: slices of DIRSTAT_SLICE names, as many as that. */
+	if (n < (names + DIRSTAT_SLICE - 1) / DIRSTAT_SLICE)
+		n = (names + DIRSTAT_SLICE - 1) / DIRSTAT_SLICE;
 	if (n > room)
 		n = room;
 	return n > 0 ? n : 1;

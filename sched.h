@@ -79,11 +79,14 @@ struct task {
 
 /*
  * READDIR on storage that waits: the names come from one getdents in the
- * loop, their lstats from workers, in as many jobs as there are workers
- * and free entries of the ring, up to one per name (sched_dirstat_parts()),
- * into one struct dirbatch in the first job's arena bytes.  A READDIR is
+ * loop, their lstats from workers, in as many jobs as there are idle
+ * workers, up to one per name, and at least one per DIRSTAT_SLICE names
+ * (sched_dirstat_parts()): a lone READDIR waits for one or two lstats in
+ * a row, and READDIRs in a pipeline share the workers in slices.  They
+ * fill one struct dirbatch in the first job's arena bytes.  A READDIR is
  * admitted when the ring has room for DIRSTAT_PARTS_MIN of them.
  */
+#define DIRSTAT_SLICE		8
 #define DIRSTAT_PARTS_MIN	8
 struct dirbatch {
 	unsigned count;
@@ -182,8 +185,9 @@ void	sched_read_start(struct task *j, struct handle *h);
 ssize_t	sched_read_here(struct handle *h, uint8_t *buf, size_t len, off_t off);
 /*
  * How many jobs (the first one, already made, and its parts) share the
- * lstats of a READDIR batch of names: one per name, as far as the workers
- * and the free entries of the ring go; at least 1.
+ * lstats of a READDIR batch of names: one per idle worker, up to one per
+ * name, at least one per DIRSTAT_SLICE names, as far as the free entries
+ * of the ring go; at least 1.
  */
 unsigned	sched_dirstat_parts(unsigned names);
 /* A READ's job is done: whether the next reads through h go to workers. */
