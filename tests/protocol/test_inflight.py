@@ -307,8 +307,8 @@ def test_workers_end_when_idle(ctx):
     d = ctx.dir("idle")
     write_file(os.path.join(d, "f"), bytes(range(256)) * 1024)
     # 32 READs that meet in the shim: 32 workers at once.
-    srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "MEET": 32,
-                                    "MEET_MS": 500}, ["-S"])
+    srv, log = ctx.server("ours", d, {"NOWAIT": 1, "MEET": 32,
+                                      "MEET_MS": 500}, ["-S"])
     pid = srv.proc.pid
     alone = threads(pid)    # the loop's
     h = open_h(srv, "f", SSH_FXF_READ)
@@ -316,10 +316,12 @@ def test_workers_end_when_idle(ctx):
     time.sleep(3)           # idle once, with every buffer it will have
     before = anon_kib(pid)
     pipeline(srv, [req_read(h, i * 32768, 32768) for i in range(32)])
-    if threads(pid) <= alone:
-        raise Failure("READs that waited made no worker (%d threads)" %
-                      threads(pid))
-    many = threads(pid)
+    # The shim's count of reads at once: the workers may have ended
+    # (50 ms after the burst) before a loaded machine runs this line.
+    many = most_in_flight(log)
+    if many < 2:
+        raise Failure("READs that waited ran %d at a time: no workers" %
+                      many)
     # The session goes idle once its traffic falls to a trickle (pipes.c).
     deadline = time.monotonic() + 15
     # ThreadSanitizer's runtime starts a thread of its own beside the
@@ -343,7 +345,7 @@ def test_workers_end_when_idle(ctx):
     if before is not None and os.environ.get("SFTP_SANITIZED") != "1" and \
             after > before + 96:
         raise Failure("anonymous memory idle after %d workers: %d KiB, "
-                      "%d KiB before them" % (many - alone, after, before))
+                      "%d KiB before them" % (many, after, before))
     # And the session goes on: a READ that waits makes workers again.
     got = pipeline(srv, [req_read(h, 0, 4096)])
     expect("a READ after the idle time", got, ["DATA %r 4096" % bytes(
