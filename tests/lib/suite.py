@@ -236,20 +236,29 @@ def shim_library(source, prefix):
     return _SHIMS[source]
 
 
-def _build_shim(source, prefix):
+def _build_c(source, prefix, name, flags, libs, what):
+    """source built with $CC (else cc or gcc) and flags into name, in a
+    temporary directory whose name starts with prefix, removed at exit;
+    Skip without a compiler, Failure when the build fails."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc or not shutil.which(cc.split()[0]):
-        return Skip("no C compiler to build the LD_PRELOAD shim")
+        return Skip("no C compiler to build %s" % what)
     d = tempfile.mkdtemp(prefix=prefix)
     atexit.register(shutil.rmtree, d, True)
-    out = os.path.join(d, os.path.basename(source)[:-len(".c")] + ".so")
-    r = subprocess.run(cc.split() + ["-shared", "-fPIC", "-O2", "-o", out,
-                                     source, "-ldl"],
+    out = os.path.join(d, name)
+    r = subprocess.run(cc.split() + flags + ["-o", out, source] + libs,
                        capture_output=True, timeout=120)
     if r.returncode != 0:
-        raise Failure("building the shim failed: %s" %
-                      r.stderr.decode(errors="replace")[-500:])
+        raise Failure("building %s failed: %s" %
+                      (what, r.stderr.decode(errors="replace")[-500:]))
     return out
+
+
+def _build_shim(source, prefix):
+    return _build_c(source, prefix,
+                    os.path.basename(source)[:-len(".c")] + ".so",
+                    ["-shared", "-fPIC", "-O2"], ["-ldl"],
+                    "the LD_PRELOAD shim")
 
 
 _SLOWFS = []
@@ -285,18 +294,8 @@ def _find_slowfs():
     if platform.machine() not in ("x86_64", "aarch64"):
         return Skip("bench/slowfs knows the system calls of x86_64 and "
                     "aarch64 only, not of %s" % platform.machine())
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or not shutil.which(cc.split()[0]):
-        return Skip("no C compiler to build bench/slowfs.c")
-    d = tempfile.mkdtemp(prefix="sftp-slowfs-")
-    atexit.register(shutil.rmtree, d, True)
-    out = os.path.join(d, "slowfs")
-    r = subprocess.run(cc.split() + ["-O2", "-o", out, source],
-                       capture_output=True, timeout=120)
-    if r.returncode != 0:
-        raise Failure("building bench/slowfs.c failed: %s" %
-                      r.stderr.decode(errors="replace")[-500:])
-    return out
+    return _build_c(source, "sftp-slowfs-", "slowfs", ["-O2"], [],
+                    "bench/slowfs.c")
 
 
 # -- running ------------------------------------------------------------------
