@@ -66,10 +66,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -1352,6 +1354,288 @@ fs_chown(const char *path, uid_t uid, gid_t gid, int follow)
 		    fchownat(fd, base, uid, gid, AT_SYMLINK_NOFOLLOW);
 	close_keep_errno(fd);
 	return r;
+}
+
+/* Atomic uploads (-A). */
+
+/* How an unnamed file gets its name (fs_upload_init()). */
+enum { LINK_NONE, LINK_EMPTY, LINK_PROC };
+static int upload_link = LINK_NONE;
+
+const char *
+fs_upload_init(void)
+{
+	/*
+	 * Where linkat(2) takes AT_EMPTY_PATH from any process, the empty
+	 * path is looked up, and a bad descriptor says so (EBADF); before
+	 * Linux 6.10, without CAP_DAC_READ_SEARCH, it is refused first
+	 * (ENOENT).
+	 */
+	if (linkat(-1, "", AT_FDCWD, "", AT_EMPTY_PATH) == -1 &&
+	    errno == EBADF)
+		upload_link = LINK_EMPTY;
+	else if (access("/proc/self/fd", X_OK) == 0)
+		upload_link = LINK_PROC;
+	else
+		upload_link = LINK_NONE;
+	switch (upload_link) {
+	case LINK_EMPTY:
+		return "unnamed files, linked by descriptor";
+	case LINK_PROC:
+		return "unnamed files, linked through /proc";
+	default:
+		return "hidden names";
+	}
+}
+
+/* A new hidden name for an upload of name into out (NAME_MAX + 1 bytes). */
+static void
+upload_tmp_name(char *out, const char *name)
+{
+	static _Atomic unsigned long count;
+	const int room = NAME_MAX - (int)strlen(FS_UPLOAD_PREFIX) - 13;
+	struct timespec ts;
+	uint64_t x;
+
+	(void)clock_gettime(CLOCK_REALTIME, &ts);
+	x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+	    ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)out ^
+	    (uint64_t)atomic_fetch_add(&count, 1) * 0x9e3779b97f4a7c15ULL;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	(void)snprintf(out, NAME_MAX + 1, "%s%012llx.%.*s", FS_UPLOAD_PREFIX,
+	    (unsigned long long)(x & 0xffffffffffffULL), room, name);
+}
+
+/* Hidden names tried before an upload fails with EEXIST. */
+#define UPLOAD_NAME_TRIES	8
+
+/*
+ * The target of an upload of path: its directory (returned) and its name
+ * (u->name), a symlink in the last name followed as open(2) would, and
+ * the file there opened with acc, not truncated, in *old (-1: none).
+ * Opening it asks the kernel what an open in place would: write
+ * permission, a directory (EISDIR), a FIFO without a reader (ENXIO).
+ * Returns -1 with errno on failure.
+ */
+static int
+upload_target(const char *path, int flags, struct fs_upload *u, int *old)
+{
+	char buf[PATH_MAX], link[PATH_MAX], next[PATH_MAX], cur[PATH_MAX];
+	const char *base;
+	ssize_t n;
+	int dfd, fd, len;
+
+	for (int hop = 0;; hop++) {
+		if ((dfd = jail_parent(path, buf, &base, 0)) == -1)
+			return -1;
+		if (base == NULL) {
+			errno = EISDIR;
+			goto fail;
+		}
+		fd = openat(dfd, base, (flags & O_ACCMODE) | O_NOFOLLOW |
+		    O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd != -1 || errno == ENOENT) {
+			*old = fd;
+			memcpy(u->name, base, strlen(base) + 1);
+			return dfd;
+		}
+		if (errno != ELOOP)
+			goto fail;
+		/* A symlink: O_EXCL fails on it, else it is followed. */
+		if (flags & O_EXCL) {
+			errno = EEXIST;
+			goto fail;
+		}
+		if (hop >= REALPATH_HOPS) {
+			errno = ELOOP;
+			goto fail;
+		}
+		if ((n = readlinkat(dfd, base, link, sizeof link - 1)) == -1)
+			goto fail;
+		link[n] = '\0';
+		if (link[0] == '/')
+			len = snprintf(next, sizeof next, "%s", link);
+		else
+			len = snprintf(next, sizeof next, "%.*s%s",
+			    (int)(base - buf), buf, link);
+		if (len < 0 || (size_t)len >= sizeof next) {
+			errno = ENAMETOOLONG;
+			goto fail;
+		}
+		(void)close(dfd);
+		memcpy(cur, next, (size_t)len + 1);
+		path = cur;
+	}
+fail:
+	close_keep_errno(dfd);
+	return -1;
+}
+
+/*
+ * The new file of an upload in dfd, opened with flags (less the creating
+ * ones) and mode: unnamed where it can be, else under a hidden name.
+ */
+static int
+upload_file(int dfd, int flags, mode_t mode, struct fs_upload *u)
+{
+	int fd, f = (flags & ~(O_CREAT | O_TRUNC | O_EXCL)) | O_CLOEXEC;
+
+	if (upload_link != LINK_NONE) {
+		fd = openat(dfd, ".", f | O_TMPFILE, mode);
+		if (fd != -1) {
+			u->unnamed = 1;
+			return fd;
+		}
+		/* No O_TMPFILE: the kernel (EISDIR) or the file system. */
+		if (errno != EOPNOTSUPP && errno != EISDIR &&
+		    errno != EINVAL && errno != ENOSYS)
+			return -1;
+	}
+	u->unnamed = 0;
+	for (int i = 0; i < UPLOAD_NAME_TRIES; i++) {
+		upload_tmp_name(u->tmp, u->name);
+		fd = openat(dfd, u->tmp, f | O_CREAT | O_EXCL, mode);
+		if (fd != -1 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
+int
+fs_upload_open(const char *path, int flags, mode_t mode, struct fs_upload *u)
+{
+	struct stat st;
+	int dfd, fd, old = -1;
+
+	u->atomic = 0;
+	u->placed = 0;
+	u->dirfd = -1;
+	if ((flags & O_ACCMODE) == O_RDONLY || !(flags & (O_CREAT | O_TRUNC)))
+		return fs_open(path, flags, mode);
+	if ((dfd = upload_target(path, flags, u, &old)) == -1)
+		return -1;
+	if (old != -1) {
+		if (fstat(old, &st) == -1)
+			goto fail;
+		if (!S_ISREG(st.st_mode) || !(flags & O_TRUNC)) {
+			/* A file that is there and stays: written in place. */
+			(void)close(old);
+			(void)close(dfd);
+			return fs_open(path, flags, mode);
+		}
+	} else if (!(flags & O_CREAT)) {
+		errno = ENOENT;
+		goto fail;
+	}
+	if (guard_entry(dfd, u->name, path) == -1 ||
+	    (fd = upload_file(dfd, flags, mode, u)) == -1)
+		goto fail;
+	if (old != -1) {
+		/* As install(1): the owner where it may, then the mode. */
+		if (fchown(fd, st.st_uid, st.st_gid) == -1)
+			(void)fchown(fd, (uid_t)-1, st.st_gid);
+		(void)fchmod(fd, st.st_mode & 07777);
+		(void)close(old);
+	}
+	u->atomic = 1;
+	u->dirfd = dfd;
+	u->excl = (flags & O_EXCL) != 0;
+	return fd;
+fail:
+	if (old != -1)
+		close_keep_errno(old);
+	close_keep_errno(dfd);
+	return -1;
+}
+
+/* Gives the unnamed file open on fd the name name in dfd. */
+static int
+link_unnamed(int fd, int dfd, const char *name)
+{
+	char proc[32];
+
+	if (upload_link == LINK_EMPTY)
+		return linkat(fd, "", dfd, name, AT_EMPTY_PATH);
+	(void)snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW);
+}
+
+/*
+ * An unnamed upload over a file that is there: a hidden name first, then
+ * a rename over the target.
+ */
+static int
+replace_unnamed(int fd, struct fs_upload *u)
+{
+	int r = -1;
+
+	for (int i = 0; i < UPLOAD_NAME_TRIES; i++) {
+		upload_tmp_name(u->tmp, u->name);
+		if ((r = link_unnamed(fd, u->dirfd, u->tmp)) == 0 ||
+		    errno != EEXIST)
+			break;
+	}
+	if (r == -1)
+		return -1;
+	u->unnamed = 0;	/* named now: a failure removes the name */
+	return renameat(u->dirfd, u->tmp, u->dirfd, u->name);
+}
+
+/* A hidden name onto the target, which must not be there (O_EXCL). */
+static int
+rename_excl(struct fs_upload *u)
+{
+	if (sys_rename_noreplace(u->dirfd, u->tmp, u->dirfd, u->name) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+		return -1;
+	/* No RENAME_NOREPLACE here: a link fails the same way. */
+	if (linkat(u->dirfd, u->tmp, u->dirfd, u->name, 0) == -1)
+		return -1;
+	(void)unlinkat(u->dirfd, u->tmp, 0);
+	return 0;
+}
+
+int
+fs_upload_commit(int fd, struct fs_upload *u)
+{
+	int r;
+
+	if (guard_entry(u->dirfd, u->name, u->name) == -1)
+		r = -1;
+	else if (u->unnamed) {
+		r = link_unnamed(fd, u->dirfd, u->name);
+		if (r == -1 && errno == EEXIST && !u->excl)
+			r = replace_unnamed(fd, u);
+	} else if (u->excl) {
+		r = rename_excl(u);
+	} else {
+		r = renameat(u->dirfd, u->tmp, u->dirfd, u->name);
+	}
+	if (r == -1) {
+		fs_upload_discard(u);
+		return -1;
+	}
+	(void)close(u->dirfd);
+	u->dirfd = -1;
+	u->placed = 1;
+	return 0;
+}
+
+void
+fs_upload_discard(struct fs_upload *u)
+{
+	int e = errno;
+
+	if (u->dirfd == -1)
+		return;
+	if (!u->unnamed)
+		(void)unlinkat(u->dirfd, u->tmp, 0);
+	(void)close(u->dirfd);
+	u->dirfd = -1;
+	errno = e;
 }
 
 #ifdef SFTP_FUZZ

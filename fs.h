@@ -23,6 +23,7 @@
 #include <sys/statvfs.h>
 
 #include <dirent.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -114,6 +115,55 @@ int	fs_truncate(const char *, off_t);
 int	fs_chmod(const char *, mode_t, int follow);
 int	fs_utimes(const char *, const struct timespec[2], int follow);
 int	fs_chown(const char *, uid_t, gid_t, int follow);
+
+/*
+ * Atomic uploads (-A).  An OPEN for writing that truncates, or creates a
+ * file that is not there, writes to a new file of its own in the target's
+ * directory: unnamed (O_TMPFILE) where the kernel can later give it a name
+ * and the file system makes one, else under a hidden name in that
+ * directory, FS_UPLOAD_PREFIX, 12 hex digits, '.' and the target's name
+ * (cut to fit).  fs_upload_commit() puts it in place in one step;
+ * fs_upload_discard() leaves the target as it was.  The target is the file
+ * the path names, a symlink in its last name followed (beneath the root
+ * under -r); replacing one, the new file takes its mode, and its owner and
+ * group where the session may set them.
+ */
+#define FS_UPLOAD_PREFIX	".sftp-upload."
+
+struct fs_upload {
+	int atomic;		/* 0: opened in place, as fs_open() */
+	int dirfd;		/* the target's directory (O_PATH) */
+	int unnamed;		/* O_TMPFILE; else named tmp */
+	int excl;		/* O_EXCL: never replaces a file */
+	int placed;		/* fs_upload_commit() put it in place */
+	char name[NAME_MAX + 1];	/* the target's name in dirfd */
+	char tmp[NAME_MAX + 1];		/* the hidden name, when named */
+};
+
+/*
+ * How this session names unnamed files, looked at once before the sandbox:
+ * linkat(2) with AT_EMPTY_PATH (Linux 6.10, or CAP_DAC_READ_SEARCH), else
+ * through /proc/self/fd, else not at all (hidden names only).  Returns
+ * what it found, as a word for the log.  The loop's, at start.
+ */
+const char	*fs_upload_init(void);
+/*
+ * open(2) of path for an upload with flags and mode: an atomic upload
+ * when flags write and create or truncate (u->atomic), else in place, as
+ * fs_open().  Returns the descriptor, or -1 with errno.  Any thread while
+ * fs_guarded() is false; the loop's otherwise.
+ */
+int	fs_upload_open(const char *path, int flags, mode_t mode,
+	    struct fs_upload *u);
+/*
+ * Puts the upload open on fd in place under its target's name (replacing
+ * a file there unless u->excl) and closes u's directory.  On failure the
+ * upload is discarded (fs_upload_discard()).  fd stays open.  Returns 0,
+ * or -1 with errno.  As fs_upload_open().
+ */
+int	fs_upload_commit(int fd, struct fs_upload *u);
+/* Removes a hidden name, closes u's directory: the target is untouched. */
+void	fs_upload_discard(struct fs_upload *u);
 
 #ifdef SFTP_FUZZ
 /* Ends confinement: the fuzz harness runs many sessions in one process. */

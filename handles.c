@@ -95,6 +95,7 @@ handle_new(struct handle_table *t, enum handle_kind kind, const char *path)
 	h->space_spent = 0;
 	h->known = 0;
 	h->pflags = 0;
+	h->up = NULL;
 	len = strlen(path);
 	if (len >= sizeof h->path)
 		len = sizeof h->path - 1;

@@ -22,6 +22,8 @@
 
 #define HANDLE_NONE	UINT32_MAX
 
+struct fs_upload;
+
 enum handle_kind {
 	HANDLE_FREE = 0,
 	HANDLE_FILE,
@@ -68,6 +70,8 @@ struct handle {
 	dev_t dev;
 	ino_t ino;
 	struct timespec opened;
+	/* -A: the upload it writes, put in place by CLOSE (fs.h), or NULL. */
+	struct fs_upload *up;
 	char path[PATH_MAX];	/* as the client named it, for logging */
 };
 

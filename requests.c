@@ -405,6 +405,8 @@ xfer_close(const struct handle *h, int r, int e, int forced)
 	ev.opened = &h->opened;
 	ev.forced = forced;
 	ev.not_closed = h->abandoned;
+	if (h->up != NULL)
+		ev.placed = h->up->placed ? 1 : -1;
 	if (h->io_errno != 0)
 		ev.result = strerror(h->io_errno);
 	else if (h->abandoned)
@@ -423,7 +425,32 @@ closed(struct handle *h, int r, int e, int forced)
 {
 	if (h->kind == HANDLE_FILE)
 		xfer_close(h, r, e, forced);
+	/* A worker given up may still be in it: the exit frees it. */
+	if (h->up != NULL && !h->abandoned)
+		free(h->up);
+	h->up = NULL;
 	handle_release(&handles, h);
+	errno = e;
+	return r;
+}
+
+/*
+ * Closes a file's descriptor.  An atomic upload (-A) is put in place first,
+ * unless the session is ending (forced): then it is discarded.
+ */
+static int
+close_file(struct handle *h, int forced)
+{
+	int r = 0, e = 0;
+
+	if (h->up != NULL && !forced) {
+		r = fs_upload_commit(h->fd, h->up);
+		e = errno;
+	} else if (h->up != NULL) {
+		fs_upload_discard(h->up);
+	}
+	if (close(h->fd) == -1 && r == 0)
+		return -1;
 	errno = e;
 	return r;
 }
@@ -451,7 +478,7 @@ close_handle(struct handle *h, int forced)
 			(void)closedir(h->dir);
 #endif
 	} else if (h->kind == HANDLE_FILE) {
-		r = close(h->fd);
+		r = close_file(h, forced);
 	} else {
 		r = closedir(h->dir);
 	}
@@ -477,6 +504,7 @@ track(struct handle *h, uint64_t off, uint64_t n)
 
 /* The replies of jobs (struct task's answer), below their handlers. */
 static uint32_t	open_answer(struct task *);
+static uint32_t	upload_answer(struct task *);
 static uint32_t	close_answer(struct task *);
 static uint32_t	read_answer(struct task *);
 static uint32_t	write_answer(struct task *);
@@ -742,6 +770,24 @@ string_from_portable(uint32_t pflags, char *buf, size_t size)
 	}
 }
 
+/*
+ * An atomic upload's state goes with its handle, to be put in place by
+ * CLOSE.  Returns 0, or -1 when there is no memory for it.
+ */
+static int
+keep_upload(struct handle *h, const struct fs_upload *u)
+{
+	if (!u->atomic)
+		return 0;
+	if ((h->up = malloc(sizeof *h->up)) == NULL)
+		return -1;
+	*h->up = *u;
+	debug("upload \"%s\": %s%s", h->path, u->unnamed ?
+	    "an unnamed file in its directory" : "hidden as ",
+	    u->unnamed ? "" : u->tmp);
+	return 0;
+}
+
 /* Whether OPEN may be a job: fs_open() may run in a worker. */
 static int
 open_job_ok(void)
@@ -750,20 +796,24 @@ open_job_ok(void)
 }
 
 /*
- * OPEN as a job, path1 its path: the handle is taken now, pending, and
- * filled in when the job is answered.  With no slot free, the file is
- * opened (and closed again) all the same, as when run here.
+ * OPEN as a job (op OP_OPEN, or OP_UPLOAD for an upload under -A), path1
+ * its path: the handle is taken now, pending, and filled in when the job
+ * is answered.  With no slot free, the file is opened (and closed again)
+ * all the same, as when run here.
  */
 static uint32_t
-open_job(uint32_t id, uint32_t pflags, int flags, mode_t mode)
+open_job(enum job_op op, uint32_t id, uint32_t pflags, int flags,
+    mode_t mode)
 {
 	struct handle *h;
 	struct task *j;
 	size_t len = strlen(path1) + 1;
+	size_t at = op == OP_UPLOAD ? sizeof(struct fs_upload) : 0;
 
 	h = handle_new(&handles, HANDLE_FILE, path1);
-	j = sched_job(OP_OPEN, open_answer, id, h, len);
-	memcpy(j->job.buf, path1, len);
+	j = sched_job(op, op == OP_UPLOAD ? upload_answer : open_answer, id,
+	    h, at + len);
+	memcpy(j->job.buf + at, path1, len);
 	j->flags = flags | O_NONBLOCK | O_NOCTTY;
 	j->mode = mode;
 	if (h != NULL) {
@@ -788,11 +838,12 @@ process_open(uint32_t id, struct cursor *c)
 {
 	struct sched_req rq = { 0 };
 	struct sftp_attrs a;
+	struct fs_upload u;
 	struct handle *h;
 	struct timing t;
 	uint32_t pflags, status = SSH_FX_FAILURE;
 	char fl[64];
-	int r, flags, fd, refused;
+	int r, flags, fd, refused, upload;
 	mode_t mode;
 
 	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
@@ -803,10 +854,12 @@ process_open(uint32_t id, struct cursor *c)
 	mode = (a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) ? a.perm : 0666;
 	refused = ss->readonly && ((flags & O_ACCMODE) != O_RDONLY ||
 	    (flags & (O_CREAT | O_TRUNC)) != 0);
-	rq.op = OP_OPEN;
-	rq.flags = flags;
+	upload = ss->atomic && (flags & O_ACCMODE) != O_RDONLY &&
+	    (flags & (O_CREAT | O_TRUNC)) != 0;
+	rq.op = upload ? OP_UPLOAD : OP_OPEN;
+	rq.flags = flags | O_NONBLOCK | O_NOCTTY;
 	rq.mode = mode;
-	rq.size = strlen(path1) + 1;
+	rq.size = (upload ? sizeof u : 0) + strlen(path1) + 1;
 	/* Out of slots: a CLOSE in flight would have freed one. */
 	if (!admit(open_job_ok() && !refused &&
 	    handles.used < handles.nslots ? &rq : NULL))
@@ -822,16 +875,24 @@ process_open(uint32_t id, struct cursor *c)
 		return SSH_FX_PERMISSION_DENIED;
 	}
 	if (open_job_ok() && (deferring() || slow()))
-		return open_job(id, pflags, flags, mode);
+		return open_job(rq.op, id, pflags, flags, mode);
 	if (concurrent())
 		sched_timing_start(&t, 0);
-	fd = fs_open(path1, flags | O_NONBLOCK | O_NOCTTY, mode);
+	if (upload)
+		fd = fs_upload_open(path1, rq.flags, mode, &u);
+	else
+		fd = fs_open(path1, rq.flags, mode);
 	if (concurrent())
 		sched_note_latency(sched_timing_waited(&t));
 	if (fd == -1) {
 		status = errno_to_status(errno);
-	} else if ((h = handle_new(&handles, HANDLE_FILE, path1)) == NULL) {
-		(void)close(fd);	/* out of handles: FAILURE */
+	} else if ((h = handle_new(&handles, HANDLE_FILE, path1)) == NULL ||
+	    (upload && keep_upload(h, &u) == -1)) {
+		if (upload && u.atomic)
+			fs_upload_discard(&u);
+		if (h != NULL)
+			handle_release(&handles, h);
+		(void)close(fd);	/* out of handles or memory: FAILURE */
 	} else {
 		h->fd = fd;
 		h->flags = flags;
@@ -840,6 +901,25 @@ process_open(uint32_t id, struct cursor *c)
 		return reply_handle(id, h);
 	}
 	return status;
+}
+
+/* An upload's OPEN job is done (-A): as OPEN's, its upload kept. */
+static uint32_t
+upload_answer(struct task *j)
+{
+	struct fs_upload *u = (struct fs_upload *)(void *)j->job.buf;
+	struct handle *h = j->owner;
+
+	if (j->n != -1 && h != NULL && keep_upload(h, u) == -1) {
+		handle_release(&handles, h);
+		j->owner = h = NULL;
+	}
+	if (j->n != -1 && h == NULL && u->atomic)
+		fs_upload_discard(u);
+	/* An unnamed file has no link: its st_nlink is 0. */
+	if (j->n != -1 && u->atomic && S_ISREG(j->st.st_mode))
+		j->st.st_nlink = 1;
+	return open_answer(j);
 }
 
 /* An OPEN's job is done: its handle, or the status of its failure. */
@@ -873,27 +953,30 @@ process_close(uint32_t id, struct cursor *c)
 {
 	struct sched_req rq = { 0 };
 	struct handle *h;
-	int r;
+	struct task *j;
+	int r, job;
 
 	h = get_handle(c, HANDLE_FREE, &r);
 	if (r != 0)
 		return PARSE_ERROR;
-	rq.op = OP_CLOSE;
+	/* Putting an upload in place goes through the log's guard. */
+	job = h != NULL && h->kind == HANDLE_FILE && concurrent() &&
+	    (h->up == NULL || !fs_guarded());
+	rq.op = h != NULL && h->up != NULL ? OP_COMMIT : OP_CLOSE;
 	rq.h = h;
-	if (!admit(h != NULL && h->kind == HANDLE_FILE && concurrent() ?
-	    &rq : NULL))
+	if (!admit(job ? &rq : NULL))
 		return WAIT;
 	debug3("request %u: close handle %d", id, handle_index(h));
 	if (h == NULL) {
 		/* As OpenSSH: an unknown handle is "no such file". */
 		return SSH_FX_NO_SUCH_FILE;
 	}
-	if (h->kind == HANDLE_FILE && concurrent() &&
-	    (deferring() || slow())) {
+	if (job && (deferring() || slow())) {
 		/* Unknown to later requests from now on. */
 		h->kind = HANDLE_PENDING;
-		return start_job(sched_job(OP_CLOSE, close_answer, id, h, 0),
-		    0);
+		j = sched_job(rq.op, close_answer, id, h, 0);
+		j->shared = h->up;
+		return start_job(j, 0);
 	}
 	log_close(h, NULL);
 	return status_of(close_handle(h, 0));
@@ -2477,9 +2560,9 @@ requests_abandon(void)
 		if (jobs_done(&j->job) && parts_done(j, i))
 			continue;	/* a listing: nothing to count */
 		n++;
-		if (j->op == OP_OPEN && h != NULL) {
+		if ((j->op == OP_OPEN || j->op == OP_UPLOAD) && h != NULL) {
 			handle_release(&handles, h);
-		} else if (j->op == OP_CLOSE) {
+		} else if (j->op == OP_CLOSE || j->op == OP_COMMIT) {
 			h->kind = HANDLE_FILE;
 			log_close(h, "forced");
 			(void)close_handle(h, 1);
@@ -2562,6 +2645,18 @@ fds_kept(void)
 	return FDS_KEPT;
 }
 
+/*
+ * The handle slots: the descriptors left.  Under -A an upload holds two,
+ * its file and its directory: half as many, at least 1.
+ */
+static uint32_t
+handles_for(const struct session *s)
+{
+	uint32_t n = handle_limit(fds_kept());
+
+	return s->atomic && n > 1 ? n / 2 : n;
+}
+
 int
 requests_init(const struct session *s, struct oqueue *q)
 {
@@ -2573,7 +2668,7 @@ requests_init(const struct session *s, struct oqueue *q)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];
 	(void)sched_init(s->storage_ops, workers_for(s));
-	return handle_table_init(&handles, handle_limit(fds_kept()));
+	return handle_table_init(&handles, handles_for(s));
 }
 
 void

@@ -35,6 +35,7 @@ struct session {
 	unsigned storage_ops;
 	struct ibuf *in;
 	int confined;			/* -r: paths resolved beneath a root */
+	int atomic;			/* -A: uploads put in place by CLOSE */
 };
 
 /*

@@ -47,6 +47,22 @@
  *         the reader came first).
  *     A creating and a non-creating OPEN are not independent: the second
  *     would find the name or not by timing.
+ *   - Atomic uploads (-A).  An upload's OPEN reads its target's name
+ *     (whether it is there, a symlink, the mode and owner of the file it
+ *     names) and makes a file of its own, unnamed or under a hidden name
+ *     in the target's directory; it changes no file that another request
+ *     reaches.  So it is independent of READ, WRITE, FSTAT and other
+ *     uploads' OPENs, and not of the stats and READDIR (a hidden name is
+ *     an entry), of a creating OPEN (it may make the name looked at), nor
+ *     of a FIFO's other end.  Its CLOSE, the commit, puts the file in
+ *     place: it changes the target's name and the link count of the file
+ *     it replaces, whose space it may free.  The commit is a barrier for
+ *     everything that reads names or links: OPEN of either kind, the
+ *     stats, READDIR and FSTAT wait for it, and it for them, and it waits
+ *     for the requests on its own handle.  It is independent of READ and
+ *     CLOSE through other handles, of WRITE with ample free space (below),
+ *     and of the commit of an upload of another name (two names in any
+ *     directories are two entries).
  *   - Every other request (OPENDIR, CLOSE of a directory, SETSTAT,
  *     RENAME, REMOVE, the extensions, ...) waits until nothing is in
  *     flight, and nothing starts until it is answered: it runs alone, as
@@ -455,6 +471,32 @@ run_close(struct task *j)
 	j->n = close(j->fd);
 }
 
+static void
+run_upload(struct task *j)
+{
+	struct fs_upload *u = (struct fs_upload *)(void *)j->job.buf;
+
+	j->n = fs_upload_open((const char *)(u + 1), j->flags, j->mode, u);
+	/* Which file it is (an unnamed one has no link: st_nlink 0). */
+	if (j->n != -1 && fstat((int)j->n, &j->st) == -1)
+		j->st.st_mode = 0;	/* unknown */
+}
+
+/* Puts the upload in place, then closes it: close(2)'s failure counts. */
+static void
+run_commit(struct task *j)
+{
+	int e;
+
+	j->n = fs_upload_commit(j->fd, j->shared);
+	e = errno;
+	if (close(j->fd) == -1 && j->n == 0) {
+		j->n = -1;
+		e = errno;
+	}
+	errno = e;
+}
+
 /*
  * Says once a session, at INFO, that storage calls run fewer at a time
  * than -T allows because no more threads could be made (a process limit:
@@ -754,6 +796,66 @@ close_independent(const struct task *j, const struct handle *h)
 	return j->owner != h;
 }
 
+/*
+ * Whether a new request r may start beside j in flight when either is an
+ * upload's OPEN or its commit (-A; the rule).
+ */
+static int
+upload_independent(const struct task *j, const struct sched_req *r)
+{
+	const struct handle *ch, *oh;
+	enum job_op other;
+	int uflags, oflags;
+
+	if (jobs_done(&j->job))
+		return 1;
+	if (j->op == OP_COMMIT || r->op == OP_COMMIT) {
+		ch = j->op == OP_COMMIT ? j->owner : r->h;
+		oh = j->op == OP_COMMIT ? r->h : j->owner;
+		other = j->op == OP_COMMIT ? r->op : j->op;
+		switch (other) {
+		case OP_READ:
+			return oh != ch;
+		case OP_WRITE:	/* the file it replaces may free space */
+			if (oh == ch)
+				return 0;
+			return j->op == OP_WRITE ? (j->flags & JOB_AMPLE) != 0 :
+			    space_ample(r->h, r->len);
+		case OP_CLOSE:
+			return 1;
+		case OP_COMMIT:
+			return strcmp(ch->up->name, oh->up->name) != 0;
+		default:	/* names, and the links of the file replaced */
+			return 0;
+		}
+	}
+	/* An upload's OPEN, and another request. */
+	uflags = j->op == OP_UPLOAD ? j->flags : r->flags;
+	other = j->op == OP_UPLOAD ? r->op : j->op;
+	switch (other) {
+	case OP_READ:
+	case OP_WRITE:
+	case OP_FSTAT:
+	case OP_UPLOAD:
+		return 1;
+	case OP_OPEN:
+		oflags = j->op == OP_OPEN ? j->flags : r->flags;
+		return !open_changes(oflags) && !fifo_pair(uflags, oflags);
+	case OP_CLOSE:
+		oh = j->op == OP_CLOSE ? j->owner : r->h;
+		return !fifo_pair(uflags, oh->flags);
+	default:	/* the stats, READDIR's: a hidden name is an entry */
+		return 0;
+	}
+}
+
+/* Whether j is an upload's OPEN or its commit. */
+static int
+upload_job(const struct task *j)
+{
+	return j->op == OP_UPLOAD || j->op == OP_COMMIT;
+}
+
 /* Kinds of job: the system calls and the rule of each, in one row. */
 
 /*
@@ -763,25 +865,33 @@ close_independent(const struct task *j, const struct handle *h)
 static int
 beside_range(const struct task *j, const struct sched_req *r)
 {
+	if (upload_job(j))
+		return upload_independent(j, r);
 	return independent(j, r->op, r->h, r->off, r->len);
 }
 
 static int
 beside_dirstat(const struct task *j, const struct sched_req *r)
 {
-	(void)r;	/* its names are read here, now: nothing renames */
+	if (upload_job(j))
+		return upload_independent(j, r);
+	/* Its names are read here, now: nothing renames. */
 	return independent(j, OP_DIRSTAT, NULL, 0, 0);
 }
 
 static int
 beside_open(const struct task *j, const struct sched_req *r)
 {
+	if (upload_job(j))
+		return upload_independent(j, r);
 	return open_independent(j, r->flags, r->mode);
 }
 
 static int
 beside_close(const struct task *j, const struct sched_req *r)
 {
+	if (upload_job(j))
+		return upload_independent(j, r);
 	return close_independent(j, r->h);
 }
 
@@ -808,6 +918,8 @@ static const struct job_kind job_kinds[OP_COUNT] = {
 	[OP_DIRSTAT] = { run_dirstat, beside_dirstat, DIRSTAT_PARTS_MIN },
 	[OP_OPEN] = { run_open, beside_open, 0 },
 	[OP_CLOSE] = { run_close, beside_close, 0 },
+	[OP_UPLOAD] = { run_upload, upload_independent, 0 },
+	[OP_COMMIT] = { run_commit, upload_independent, 0 },
 };
 
 /* What a worker runs: the system calls of one job, and nothing else. */

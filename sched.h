@@ -43,6 +43,8 @@ enum job_op {
 	OP_DIRSTAT,	/* READDIR's lstat of each name, a slice per job */
 	OP_OPEN,	/* flags: open(2)'s, mode, buf: the path */
 	OP_CLOSE,
+	OP_UPLOAD,	/* -A: an upload's OPEN; buf: struct fs_upload, path */
+	OP_COMMIT,	/* -A: its CLOSE, which puts it in place */
 	OP_COUNT
 };
 
@@ -67,7 +69,8 @@ struct task {
 	size_t len;
 	mode_t mode;		/* an OPEN's creation mode */
 	const uint8_t *data;	/* a WRITE's bytes */
-	void *shared;		/* an earlier job's buf this one works in */
+	void *shared;		/* an earlier job's buf this one works in;
+				   COMMIT: the handle's struct fs_upload */
 	unsigned parts;		/* jobs after this one that are its parts */
 	ssize_t n;
 	int err;
@@ -103,10 +106,12 @@ struct dirbatch {
  */
 struct sched_req {
 	enum job_op op;
-	struct handle *h;	/* READ, WRITE, FSTAT, CLOSE: its handle */
+	struct handle *h;	/* READ, WRITE, FSTAT, CLOSE, COMMIT: its
+				   handle */
 	uint64_t off;		/* READ, WRITE: its range */
 	uint64_t len;
-	int flags;		/* OPEN: open(2)'s flags and creation mode */
+	int flags;		/* OPEN, UPLOAD: open(2)'s flags, creation
+				   mode */
 	mode_t mode;
 	size_t size;		/* the arena bytes its job takes */
 };

@@ -568,7 +568,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: %s [-ehRS] [-d start_directory] [-f log_facility] "
+	    "usage: %s [-AehRS] [-d start_directory] [-f log_facility] "
 	    "[-l log_level]\n\t[-L transfer_log] [-P denied_requests] "
 	    "[-p allowed_requests]\n\t[-r root_directory] [-T storage_ops] "
 	    "[-u umask]\n"
@@ -709,7 +709,7 @@ parse_options(int argc, char **argv, struct options *o)
 
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt(argc, argv, "d:f:L:l:P:p:Q:r:T:u:cehRS")) != -1) {
+	while ((ch = getopt(argc, argv, "d:f:L:l:P:p:Q:r:T:u:AcehRS")) != -1) {
 		switch (ch) {
 		case 'Q':
 			if (strcasecmp(optarg, "requests") != 0) {
@@ -718,6 +718,9 @@ parse_options(int argc, char **argv, struct options *o)
 			}
 			requests_print_names();
 			exit(SESSION_OK);
+		case 'A':
+			sess.atomic = 1;
+			break;
 		case 'R':
 			sess.readonly = 1;
 			break;
@@ -906,6 +909,8 @@ sftp_server_main(int argc, char **argv)
 	sess.user_name = user_name;
 	sess.user_home = user_home;
 	sess.confined = o.root != NULL;
+	if (sess.atomic)
+		verbose("atomic uploads: %s", fs_upload_init());
 	if (ibuf_init_pinned(&ib, IBUF_SOFT, IBUF_HARD) == -1 ||
 	    oq_init(&oq, OQ_SIZE) == -1 ||
 	    requests_init(&sess, &oq) == -1) {

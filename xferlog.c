@@ -424,6 +424,9 @@ put_event(size_t *off, const struct xfer_event *e)
 		return -1;
 	if (e->not_closed && put_fmt(off, "closed", 0, "false") == -1)
 		return -1;
+	if (e->placed != 0 && put_fmt(off, "placed", 0, "%s",
+	    e->placed > 0 ? "true" : "false") == -1)
+		return -1;
 	return e->result == NULL ? 0 : put_str(off, "result", e->result);
 }
 

@@ -32,6 +32,8 @@ struct xfer_event {
 	const struct timespec *opened;	/* CLOCK_MONOTONIC, for "duration" */
 	int forced;		/* closed by the end of the session */
 	int not_closed;		/* the close was not made: "closed":false */
+	/* -A: put in place ("placed":true) or not (-1: false); 0: left out */
+	int placed;
 	const char *result;	/* "ok", or what went wrong */
 };
 

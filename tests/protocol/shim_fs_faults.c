@@ -15,6 +15,13 @@
  *   FAULT_CFR_MAX=n         the calls that go through move at most n bytes.
  *   FAULT_RENAMEAT2=errno   renameat2() with flags fails with errno, as on
  *                           a file system without RENAME_NOREPLACE.
+ *   FAULT_LINK_EMPTY=errno  linkat() with AT_EMPTY_PATH fails with errno
+ *                           (ENOENT: as before Linux 6.10 without
+ *                           CAP_DAC_READ_SEARCH).
+ *   FAULT_NO_PROC=1         access() and linkat() of a path in /proc fail
+ *                           with ENOENT, as in a jail without /proc.
+ *   FAULT_TMPFILE=errno     openat() with O_TMPFILE fails with errno
+ *                           (EOPNOTSUPP: a file system without it).
  *   FAULT_LINK=errno        link() and linkat() fail with errno, as on a
  *                           file system without hard links.
  *   FAULT_OPENAT2_EAGAIN=n  syscall(SYS_openat2, ...) of a path with ".."
@@ -65,6 +72,7 @@
 #endif
 
 static int cfr_errno, renameat2_errno, link_errno, fchmodat2_errno;
+static int link_empty_errno, tmpfile_errno, no_proc;
 static long openat2_eagain;
 /*
  * Counted in each thread: a worker's OPEN meets its own run of EAGAIN,
@@ -93,6 +101,8 @@ static int (*real_renameat2)(int, const char *, int, const char *,
     unsigned int);
 static int (*real_link)(const char *, const char *);
 static int (*real_linkat)(int, const char *, int, const char *, int);
+static int (*real_access)(const char *, int);
+static int (*real_openat)(int, const char *, int, ...);
 static long (*real_syscall)(long, ...);
 static int (*real_close)(int);
 static int (*real_fsync)(int);
@@ -105,7 +115,7 @@ static const struct {
 	{ "ENOSYS", ENOSYS }, { "EXDEV", EXDEV }, { "EINVAL", EINVAL },
 	{ "EPERM", EPERM }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EIO", EIO },
 	{ "ESTALE", ESTALE }, { "EACCES", EACCES }, { "ENOSPC", ENOSPC },
-	{ "EAGAIN", EAGAIN },
+	{ "EAGAIN", EAGAIN }, { "ENOENT", ENOENT },
 };
 
 static void *
@@ -139,6 +149,8 @@ resolve(void)
 	real_renameat2 = next_symbol("renameat2");
 	real_link = next_symbol("link");
 	real_linkat = next_symbol("linkat");
+	real_access = next_symbol("access");
+	real_openat = next_symbol("openat");
 	real_close = next_symbol("close");
 	real_fsync = next_symbol("fsync");
 	real_fdatasync = next_symbol("fdatasync");
@@ -177,6 +189,9 @@ shim_init(void)
 	cfr_errno = env_errno("FAULT_CFR");
 	renameat2_errno = env_errno("FAULT_RENAMEAT2");
 	link_errno = env_errno("FAULT_LINK");
+	link_empty_errno = env_errno("FAULT_LINK_EMPTY");
+	tmpfile_errno = env_errno("FAULT_TMPFILE");
+	no_proc = getenv("FAULT_NO_PROC") != NULL;
 	fchmodat2_errno = env_errno("FAULT_FCHMODAT2");
 	if ((s = getenv("FAULT_OPENAT2_EAGAIN")) != NULL)
 		openat2_eagain = strtol(s, NULL, 10);
@@ -413,7 +428,52 @@ linkat(int olddir, const char *old, int newdir, const char *new, int flags)
 	resolve();
 	if (link_errno != 0)
 		return fault("linkat", link_errno);
+	if ((flags & AT_EMPTY_PATH) && link_empty_errno != 0)
+		return fault("linkat", link_empty_errno);
+	if (no_proc && strncmp(old, "/proc/", 6) == 0)
+		return fault("linkat", ENOENT);
 	return real_linkat(olddir, old, newdir, new, flags);
+}
+
+int
+access(const char *path, int mode)
+{
+	resolve();
+	if (no_proc && strncmp(path, "/proc/", 6) == 0)
+		return fault("access", ENOENT);
+	return real_access(path, mode);
+}
+
+int
+openat(int dir, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	va_list ap;
+
+	resolve();
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	if ((flags & O_TMPFILE) == O_TMPFILE && tmpfile_errno != 0)
+		return fault("openat", tmpfile_errno);
+	return real_openat(dir, path, flags, mode);
+}
+
+/* The same, as glibc names it for a 64-bit off_t. */
+int
+openat64(int dir, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	va_list ap;
+
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	return openat(dir, path, flags, mode);
 }
 
 /*

@@ -208,6 +208,7 @@ class Plan:
         self.fault_calls = []  # shim log lines each side must show ("CALL
         # ERRNO", or "* ERRNO" for any call)
         self.model = {}
+        self.modes = {}      # path: mode other than 0644
 
     def file(self, path, data):
         self.files.append((path, data))
@@ -326,7 +327,7 @@ def make_tree(root, plan):
         else:
             with open(p, "wb") as f:
                 f.write(data)
-            os.chmod(p, 0o644)
+            os.chmod(p, plan.modes.get(path, 0o644))
 
 
 def run_side(ctx, which, root, plan, profile, jitter=None, argv=None):
@@ -773,6 +774,76 @@ def plan_open_close():
         p.add("CLOSE " + n, lambda h, n=n: req_close(h[n]), ok, stage=2)
     return p
 
+def plan_atomic_uploads():
+    """Uploads under -A amid other work (the server under test runs with
+    -A, OpenSSH's without: the requests never look at a target between
+    its OPEN and its CLOSE, where the two differ by design).  Uploads over
+    a file and of new files, WRITEs to them beside READs of another file,
+    their CLOSEs (each puts its file in place) followed at once by STAT,
+    LSTAT and OPENs of their names; a second upload of one name; EXCL onto
+    a name just put in place; an OPEN that neither creates nor truncates,
+    which writes in place.  Then the handles the OPENs gave, and the
+    files left behind (contents, modes: an upload over a file keeps its
+    mode, as a truncating OPEN does)."""
+    p = Plan()
+    p.dir("d")
+    p.file("old", pattern(31, 20000))
+    p.file("d/old2", pattern(32, 5000))
+    p.file("keep", pattern(33, 30000))
+    p.modes["old"] = 0o640
+    up = W | SSH_FXF_CREAT | SSH_FXF_TRUNC
+    p.open("u1", "old", up)
+    p.open("u2", "new", up)
+    p.open("u3", "d/old2", RW | SSH_FXF_CREAT | SSH_FXF_TRUNC)
+    p.open("r", "keep", R)
+    ok = ("STATUS", SSH_FX_OK, b"Success")
+    handle = ("HANDLE",)
+    for i in range(6):
+        p.add("WRITE u1 %d" % i, lambda h, i=i: req_write(
+            h["u1"], i * 3000, pattern(800 + i, 3000)), ok)
+        p.add("WRITE u2 %d" % i, lambda h, i=i: req_write(
+            h["u2"], i * 2000, pattern(810 + i, 2000)), ok)
+        p.read("r", "keep", i * 4000, 4000)
+    p.add("WRITE u3", lambda h: req_write(h["u3"], 0, pattern(820, 7000)),
+          ok)
+    p.add("READ u3", lambda h: req_read(h["u3"], 1000, 3000),
+          ("DATA", pattern(820, 7000)[1000:4000]))
+    p.add("FSTAT u3", lambda h: req_fstat(h["u3"]), ("SIZE", 7000))
+    p.add("CLOSE u1", lambda h: req_close(h["u1"]), ok)
+    p.add("STAT old", lambda h: req_stat("old"), ("SIZE", 18000))
+    p.add("open:o", lambda h: req_open("old", R), handle)
+    p.add("CLOSE u2", lambda h: req_close(h["u2"]), ok)
+    p.add("LSTAT new", lambda h: req_lstat("new"), ("SIZE", 12000))
+    p.add("OPEN new EXCL", lambda h: req_open("new", W | SSH_FXF_CREAT |
+                                              SSH_FXF_EXCL),
+          ("STATUS", SSH_FX_FAILURE, b"Failure"))
+    p.add("CLOSE u3", lambda h: req_close(h["u3"]), ok)
+    p.add("STAT d/old2", lambda h: req_stat("d/old2"), ("SIZE", 7000))
+    p.add("open:u4", lambda h: req_open("new", up), handle)
+    p.add("open:u5", lambda h: req_open("fresh", up), handle)
+    p.add("open:a", lambda h: req_open("keep", W | SSH_FXF_CREAT), handle)
+    p.read("r", "keep", 0, 2000)
+    # The handles the OPENs gave.
+    p.add("READ o", lambda h: req_read(h["o"], 0, 18000),
+          ("DATA", b"".join(pattern(800 + i, 3000) for i in range(6))),
+          stage=2)
+    p.add("WRITE u4", lambda h: req_write(h["u4"], 0, pattern(830, 999)), ok,
+          stage=2)
+    p.add("WRITE u5", lambda h: req_write(h["u5"], 0, pattern(831, 99)), ok,
+          stage=2)
+    p.add("WRITE a", lambda h: req_write(h["a"], 100, b"in place"), ok,
+          stage=2)
+    p.model["keep"][100:108] = b"in place"
+    p.read("r", "keep", 0, 2000, stage=2)
+    for n in ("u4", "u5", "a", "o"):
+        p.add("CLOSE " + n, lambda h, n=n: req_close(h[n]), ok, stage=2)
+    for n in ("new", "fresh", "old"):
+        p.add("STAT " + n, lambda h, n=n: req_stat(n), stage=2)
+    p.read("r", "keep", 0, 30000, stage=2)
+    p.add("CLOSE r", lambda h: req_close(h["r"]), ok, stage=2)
+    return p
+
+
 def plan_rename_remove():
     p = Plan()
     for n in "abcd":
@@ -1078,11 +1149,11 @@ SCENARIOS = [
 ]
 
 
-def scenario_test(build, profile, jitter):
+def scenario_test(build, profile, jitter, ours=None):
     def run(ctx):
         plan = build()
         plan.ctx = ctx
-        return compare(plan, profile, jitter)
+        return compare(plan, profile, jitter, ours=ours)
     return run
 
 
@@ -1090,6 +1161,10 @@ for _name, _build in SCENARIOS:
     for _pname, _profile, _jitter in PROFILES:
         add_test("%s [%s]" % (_name, _pname),
                  scenario_test(_build, _profile, _jitter))
+for _pname, _profile, _jitter in PROFILES:
+    add_test("atomic_uploads [%s]" % _pname,
+             scenario_test(plan_atomic_uploads, _profile, _jitter,
+                           ours=SERVER_ARGV + ["-A"]))
 
 
 def random_test(seed):

@@ -49,12 +49,17 @@ enum hid {
 	H_RO,		/* O_RDONLY, not known: a FIFO's reader, maybe */
 	H_WO,		/* O_WRONLY, not known: a FIFO's writer, maybe */
 	H_DIR,		/* a directory */
+	H_U1,		/* -A: an upload of "t1", O_WRONLY */
+	H_U2,		/* an upload of "t2" */
+	H_U3,		/* another upload of "t1" */
 	H_COUNT
 };
 static const char *const hnames[H_COUNT] = {
-	"-", "A", "A2", "APP", "B", "B2", "C", "RO", "WO", "DIR",
+	"-", "A", "A2", "APP", "B", "B2", "C", "RO", "WO", "DIR", "U1", "U2",
+	"U3",
 };
 static struct handle hs[H_COUNT];
+static struct fs_upload ups[3];
 
 static void
 handles_reset(void)
@@ -63,7 +68,8 @@ handles_reset(void)
 		[H_A] = O_RDWR, [H_A2] = O_RDWR,
 		[H_APP] = O_WRONLY | O_APPEND, [H_B] = O_RDWR,
 		[H_B2] = O_RDWR, [H_C] = O_RDWR, [H_RO] = O_RDONLY,
-		[H_WO] = O_WRONLY, [H_DIR] = O_RDONLY,
+		[H_WO] = O_WRONLY, [H_DIR] = O_RDONLY, [H_U1] = O_WRONLY,
+		[H_U2] = O_WRONLY, [H_U3] = O_WRONLY,
 	};
 
 	memset(hs, 0, sizeof hs);
@@ -76,6 +82,14 @@ handles_reset(void)
 	hs[H_B].dev = hs[H_B2].dev = hs[H_C].dev = 7;
 	hs[H_B].ino = hs[H_B2].ino = 100;
 	hs[H_C].ino = 200;
+	memset(ups, 0, sizeof ups);
+	for (int i = 0; i < 3; i++) {
+		ups[i].atomic = 1;
+		hs[H_U1 + i].up = &ups[i];
+	}
+	memcpy(ups[0].name, "t1", 3);
+	memcpy(ups[1].name, "t2", 3);
+	memcpy(ups[2].name, "t1", 3);
 }
 
 /* One request of a pair: its kind and what the rule reads of it. */
@@ -102,7 +116,7 @@ struct pair {
 
 static const char *const opnames[OP_COUNT] = {
 	"NONE", "READ", "WRITE", "FSTAT", "STAT", "LSTAT", "READDIR", "OPEN",
-	"CLOSE",
+	"CLOSE", "UPLOAD", "COMMIT",
 };
 
 static void
@@ -117,7 +131,9 @@ describe(char *buf, size_t size, const struct side *s)
 		    (s->flags & JOB_AMPLE) ? " ample" : "");
 		break;
 	case OP_OPEN:
-		(void)snprintf(buf, size, "OPEN %s%s%s%s%s mode 0%o",
+	case OP_UPLOAD:
+		(void)snprintf(buf, size, "%s %s%s%s%s%s mode 0%o",
+		    opnames[s->op],
 		    (s->flags & O_ACCMODE) == O_RDONLY ? "O_RDONLY" :
 		    (s->flags & O_ACCMODE) == O_WRONLY ? "O_WRONLY" :
 		    "O_RDWR", (s->flags & O_CREAT) ? "|O_CREAT" : "",
@@ -266,6 +282,10 @@ test_every_pair_of_kinds(void **state)
 #define DIRSTAT_		{ OP_DIRSTAT, H_DIR, 0, 0, 0, 0 }
 #define OPEN_(f, m)		{ OP_OPEN, H_NONE, 0, 0, f, m }
 #define CLOSE_(h)		{ OP_CLOSE, h, 0, 0, 0, 0 }
+#define LSTAT_			{ OP_LSTAT, H_NONE, 0, 0, 0, 0 }
+#define UPLOAD_(f)		{ OP_UPLOAD, H_NONE, 0, 0, f, 0644 }
+#define COMMIT_(h)		{ OP_COMMIT, h, 0, 0, 0, 0 }
+#define UP_W			(O_WRONLY | O_CREAT | O_TRUNC)
 
 /* READ and WRITE: where ranges meet, and overlap by one byte. */
 static const struct pair ranges[] = {
@@ -413,6 +433,65 @@ static const struct pair space[] = {
 	{ AWRITE(H_A, 0, 100), READ_(H_A, 100, 100), BELOW_MARGIN, 0, 1, 0 },
 };
 
+/*
+ * -A: an upload's OPEN reads its target's name and makes a file of its
+ * own (a hidden name is an entry of the directory): it waits for the
+ * stats and READDIR, for a creating OPEN, and for a FIFO's other end; a
+ * commit changes its target's name and the links of the file it
+ * replaces: it waits for everything that names a path, for FSTAT, for the
+ * requests on its handle, for WRITEs without ample space, and for the
+ * commit of another upload of the same name.
+ */
+static const struct pair uploads[] = {
+	/* The commit first. */
+	{ COMMIT_(H_U1), READ_(H_A, 0, 100), 0, 0, 1, 0 },
+	{ COMMIT_(H_U1), AWRITE(H_A, 0, 100), 0, 0, 1, 0 },
+	{ COMMIT_(H_U1), WRITE_(H_A, 0, 100), BELOW_MARGIN, 0, 0, 0 },
+	{ COMMIT_(H_U1), FSTAT_(H_A), 0, 0, 0, 0 },
+	{ COMMIT_(H_U1), STAT_, 0, 0, 0, 0 },
+	{ COMMIT_(H_U1), LSTAT_, 0, 0, 0, 0 },
+	{ COMMIT_(H_U1), DIRSTAT_, 0, 0, 0, 0 },
+	{ COMMIT_(H_U1), OPEN_(O_RDONLY, 0666), 0, 0, 0, 0 },
+	{ COMMIT_(H_U1), UPLOAD_(UP_W), 0, 0, 0, 0 },
+	{ COMMIT_(H_U1), CLOSE_(H_A), 0, 0, 1, 0 },
+	{ COMMIT_(H_U1), COMMIT_(H_U2), 0, 0, 1, 0 },
+	{ COMMIT_(H_U1), COMMIT_(H_U3), 0, 0, 0, 0 },
+	{ COMMIT_(H_U1), STAT_, 0, 1, 1, 0 },
+	/* The commit later. */
+	{ READ_(H_A, 0, 100), COMMIT_(H_U1), 0, 0, 1, 0 },
+	{ AWRITE(H_U1, 0, 100), COMMIT_(H_U1), 0, 0, 0, 0 },
+	{ AWRITE(H_A, 0, 100), COMMIT_(H_U1), 0, 0, 1, 0 },
+	{ WRITE_(H_A, 0, 100), COMMIT_(H_U1), 0, 0, 0, 0 },
+	{ FSTAT_(H_A), COMMIT_(H_U1), 0, 0, 0, 0 },
+	{ STAT_, COMMIT_(H_U1), 0, 0, 0, 0 },
+	{ DIRSTAT_, COMMIT_(H_U1), 0, 0, 0, 0 },
+	{ OPEN_(O_RDONLY, 0666), COMMIT_(H_U1), 0, 0, 0, 0 },
+	{ UPLOAD_(UP_W), COMMIT_(H_U1), 0, 0, 0, 0 },
+	{ CLOSE_(H_A), COMMIT_(H_U1), 0, 0, 1, 0 },
+	/* The upload's OPEN first. */
+	{ UPLOAD_(UP_W), READ_(H_A, 0, 100), 0, 0, 1, 0 },
+	{ UPLOAD_(UP_W), WRITE_(H_A, 0, 100), 0, 0, 1, 0 },
+	{ UPLOAD_(UP_W), FSTAT_(H_A), 0, 0, 1, 0 },
+	{ UPLOAD_(UP_W), STAT_, 0, 0, 0, 0 },
+	{ UPLOAD_(UP_W), DIRSTAT_, 0, 0, 0, 0 },
+	{ UPLOAD_(UP_W), UPLOAD_(UP_W | O_EXCL), 0, 0, 1, 0 },
+	{ UPLOAD_(UP_W), OPEN_(O_RDONLY, 0666), 0, 0, 0, 0 },
+	{ UPLOAD_(O_RDWR | O_CREAT), OPEN_(O_RDONLY, 0666), 0, 0, 1, 0 },
+	{ UPLOAD_(O_RDWR | O_CREAT), OPEN_(O_RDWR | O_CREAT, 0666), 0, 0, 0,
+	    0 },
+	{ UPLOAD_(UP_W), CLOSE_(H_RO), 0, 0, 0, 0 },
+	{ UPLOAD_(UP_W), CLOSE_(H_A), 0, 0, 1, 0 },
+	/* The upload's OPEN later. */
+	{ READ_(H_A, 0, 100), UPLOAD_(UP_W), 0, 0, 1, 0 },
+	{ WRITE_(H_A, 0, 100), UPLOAD_(UP_W), 0, 0, 1, 0 },
+	{ LSTAT_, UPLOAD_(UP_W), 0, 0, 0, 0 },
+	{ OPEN_(O_RDONLY, 0666), UPLOAD_(UP_W), 0, 0, 0, 0 },
+	{ OPEN_(O_RDWR, 0666), UPLOAD_(O_RDWR | O_TRUNC), 0, 0, 1, 0 },
+	{ OPEN_(O_WRONLY | O_CREAT, 0666), UPLOAD_(O_RDWR | O_TRUNC), 0, 0, 0,
+	    0 },
+	{ CLOSE_(H_RO), UPLOAD_(UP_W), 0, 0, 0, 0 },
+};
+
 #define PAIRS(name, table)						\
 static void								\
 name(void **state)							\
@@ -427,6 +506,7 @@ PAIRS(test_known_files, known)
 PAIRS(test_close, closes)
 PAIRS(test_open, opens)
 PAIRS(test_free_space_margin, space)
+PAIRS(test_uploads, uploads)
 
 /* A barrier (no job kind) never starts beside work in flight. */
 static void
@@ -469,6 +549,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_close),
 		cmocka_unit_test(test_open),
 		cmocka_unit_test(test_free_space_margin),
+		cmocka_unit_test(test_uploads),
 		cmocka_unit_test(test_barrier_waits),
 	};
 
