@@ -291,7 +291,7 @@ check-fs: sftp-server
 
 # The same without the hostile suite: about a minute, part of make check.
 check-fs-quick: sftp-server
-	SUITES=raw,sftp,confine,probe,calls PYTHON=$(PYTHON) \
+	SUITES=raw,sftp,confine,probe,calls,atomic PYTHON=$(PYTHON) \
 	    tests/fs/run-fs-matrix.sh $(CURDIR)/sftp-server
 
 # The hostile suite where storage waits and work goes to workers: FUSE
@@ -332,7 +332,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check-fast:
 	$(MAKE) -j$(JOBS) all $(UNIT_TESTS)
 	$(MAKE) lint unit
-	SUITES="raw confine guarantees sftp inflight" PYTHON=$(PYTHON) \
+	SUITES="raw confine guarantees sftp inflight atomic" PYTHON=$(PYTHON) \
 	    tests/run-all.sh $(CURDIR)/sftp-server
 
 include bench/Makefile.inc

@@ -851,6 +851,7 @@ sftp_server_main(int argc, char **argv)
 		NULL, NULL, NULL, LOG_LEVEL_ERROR, LOG_AUTH, 0, 0
 	};
 	static char startdir[PATH_MAX], rootdir[PATH_MAX], logpath[PATH_MAX];
+	const char *how;
 
 	memset(&sess, 0, sizeof sess);
 	sess.storage_ops = STORAGE_OPS_DEFAULT;
@@ -909,8 +910,10 @@ sftp_server_main(int argc, char **argv)
 	sess.user_name = user_name;
 	sess.user_home = user_home;
 	sess.confined = o.root != NULL;
-	if (sess.atomic)
-		verbose("atomic uploads: %s", fs_upload_init());
+	if (sess.atomic) {
+		how = fs_upload_init();
+		verbose("atomic uploads: %s", how);
+	}
 	if (ibuf_init_pinned(&ib, IBUF_SOFT, IBUF_HARD) == -1 ||
 	    oq_init(&oq, OQ_SIZE) == -1 ||
 	    requests_init(&sess, &oq) == -1) {

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.." || exit 1
 export SFTP_SERVER=${1:-${SFTP_SERVER:-$PWD/sftp-server}}
 PYTHON=${PYTHON:-/usr/bin/python3}
 # The longest first, so that N at once end together.
-SUITES=${SUITES:-"sshd guarantees hostile inflight ends parity race order confine-sftp faults confine sftp raw xferlog sandbox"}
+SUITES=${SUITES:-"sshd guarantees hostile inflight ends parity race order confine-sftp faults atomic confine sftp raw xferlog sandbox"}
 SUITE_JOBS=${SUITE_JOBS:-1}
 
 # suite_cmd NAME: the command of suite NAME in the array cmd.
@@ -31,6 +31,7 @@ suite_cmd() {
     inflight)     cmd=("$PYTHON" tests/protocol/test_inflight.py) ;;
     ends)         cmd=("$PYTHON" tests/protocol/test_ends.py) ;;
     sandbox)      cmd=("$PYTHON" tests/protocol/test_sandbox.py) ;;
+    atomic)       cmd=("$PYTHON" tests/protocol/test_atomic.py) ;;
     sftp)         cmd=(tests/clients/run-sftp.sh) ;;
     confine-sftp) cmd=(tests/clients/run-confine.sh) ;;
     parity)       cmd=(tests/clients/run-parity.sh) ;;

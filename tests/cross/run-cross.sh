@@ -47,7 +47,7 @@ TARGETS=${*:-i386 armhf arm64 s390x musl}
 UNIT_TESTS=${UNIT_TESTS:-$(cd "$REPO" && ls tests/unit/test_*.c | sed 's/\.c$//' | tr '\n' ' ')}
 SUITES_NATIVE=${SUITES_NATIVE:-raw confine guarantees sftp}
 SUITES_QEMU=${SUITES_QEMU:-raw sftp guarantees}
-SUITES_MUSL=${SUITES_MUSL:-raw confine guarantees race hostile sftp}
+SUITES_MUSL=${SUITES_MUSL:-raw confine guarantees race hostile sftp atomic}
 # Unit tests left out under qemu: each one's reason.
 QEMU_UNIT_SKIP="test_ibuf_next_every_split_in_two_reads"
 QEMU_UNIT_SKIP_WHY="exhaustive (every split of a 200 KiB stream): 5 s natively, minutes under qemu-user; make unit runs it"

@@ -27,7 +27,8 @@
 #   FS=a,b         entries to run (default ext4,xfs,btrfs,overlay,tmpfs,
 #                  fuse,gluster)
 #   SUITES=a,b     suites to run on each (default raw,sftp,hostile,confine,
-#                  probe, calls; also confine-sftp and parity); probe is
+#                  probe, calls, atomic; also confine-sftp and parity);
+#                  atomic is tests/protocol/test_atomic.py (-A); probe is
 #                  tests/fs/fs_probe.py: our server and OpenSSH's on files that
 #                  were there before the session (on overlay: in the lower
 #                  layer), answers and files left compared; calls is
@@ -54,7 +55,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-900}
 ALL_FS="ext4,xfs,btrfs,overlay,tmpfs,fuse,gluster"
 FS=${FS:-$ALL_FS}
-SUITES=${SUITES:-raw,sftp,hostile,confine,probe,calls}
+SUITES=${SUITES:-raw,sftp,hostile,confine,probe,calls,atomic}
 IMAGE_SIZE=1G
 GLUSTER_ADDR=192.0.2.1
 GLUSTER_VOLUME=sftpfsm
@@ -79,6 +80,7 @@ suite_command() {
     parity)       CMD=("$CLIENTS/run-parity.sh") ;;
     probe)        CMD=("$PYTHON" "$HERE/fs_probe.py" run "$PROBE/ours" "$PROBE/ref") ;;
     calls)        CMD=("$PYTHON" "$HERE/fs_calls.py") ;;
+    atomic)       CMD=("$PYTHON" "$PROTOCOL/test_atomic.py") ;;
     *)            return 1 ;;
     esac
 }
@@ -100,7 +102,7 @@ run_suites() {
             fi
         fi
         if ! suite_command "$s"; then
-            fail "$entry $s" "expected a suite name (raw, sftp, hostile, confine, probe, calls, confine-sftp, parity), got $s"
+            fail "$entry $s" "expected a suite name (raw, sftp, hostile, confine, probe, calls, atomic, confine-sftp, parity), got $s"
             continue
         fi
         start=$SECONDS
@@ -129,8 +131,8 @@ run_suites() {
             fi
         fi
         # The suite's failures and skips; the calls suite's lines are its
-        # report.
-        printf '%s\n' "$out" | grep -E '^(FAIL|skip) |^ok - calls: ' |
+        # report, and the atomic suite's line on where uploads go.
+        printf '%s\n' "$out" | grep -E '^(FAIL|skip) |^ok - calls: |^ok - where_uploads_go: ' |
             sed 's/^/    /'
         [ "$s" = probe ] && rm -rf "$PROBE"
     done

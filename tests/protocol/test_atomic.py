@@ -1,0 +1,585 @@
+#!/usr/bin/env python3
+"""Atomic uploads (-A), from outside the session.
+
+The server under test ($SFTP_SERVER, default sftp-server in the
+repository's root) runs with -A in a fresh directory; the test looks at
+the files with the system's own calls, as another program would.  Unless
+a check says otherwise the sandbox is on, and new files are unnamed
+(O_TMPFILE); tests/protocol/shim_fs_faults.c stands for the kernels and
+file systems where they cannot be (hidden names).
+
+Checks:
+  reader_sees_whole_files   a 256 MiB upload over a 4 MiB file while
+                            another process opens and reads the target in
+                            a loop: every read is the whole old file or the
+                            whole new one; halfway, the target is the old
+                            file.  Without -A the same halfway read is
+                            neither (the check can fail)
+  sigkill_leaves_the_old_file   the server killed with SIGKILL halfway:
+                            the old file and nothing else, or nothing for
+                            a new file; with hidden names, the hidden file
+                            is what is left (the manual says so)
+  client_leaves, sigterm    the client closes the pipes, or SIGTERM,
+                            halfway: the old file and nothing else, with
+                            unnamed files and with hidden names
+  own_handle                through the upload's handle: READ, FSTAT,
+                            FSETSTAT, fsync, check-file and copy-data act
+                            on the upload; STAT, LSTAT, READDIR and an OPEN
+                            for reading of the target see the old file
+  replace_keeps_mode        an upload over a file takes its mode; a hard
+                            link to the old file keeps the old content
+  symlink_followed          an upload through a symlink replaces the file
+                            it names, and the symlink stays; under -r an
+                            absolute symlink and ".." stay beneath the root
+  resume_in_place           an OPEN that neither creates nor truncates
+                            writes in place, seen at once
+  last_close_wins           two sessions upload one name: the last CLOSE
+                            wins, in both orders, each version whole
+  excl                      O_EXCL: a name made meanwhile by another
+                            program makes the CLOSE fail; the other file
+                            stays, nothing else is left
+  readonly                  -R refuses the upload, nothing is made
+  transfer_log              -L: "placed":true for an upload put in place,
+                            false (and forced) for one the client left
+  log_guard                 -L: an upload onto the log's name is refused
+  deny_list                 -P rename,remove,hardlink,posix-rename: uploads
+                            still go in place (CLOSE is not a RENAME)
+  where_uploads_go          on this file system: an unnamed file
+                            (O_TMPFILE), or a hidden name (said, not
+                            failed: tests/fs/run-fs-matrix.sh shows it)
+  fallbacks                 before Linux 6.10 (linkat AT_EMPTY_PATH
+                            refused): through /proc; without /proc too:
+                            hidden names; a file system without O_TMPFILE:
+                            hidden names
+
+Usage: test_atomic.py [NAME-SUBSTRING ...]
+Prints one line per check, then "N passed, M failed[, K skipped]"; exits 1
+if any failed.
+"""
+
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import stat
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True  # leave no __pycache__ in the tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
+
+from sftpwire import *  # noqa: E402,F401,F403
+import suite  # noqa: E402
+from suite import Failure, Skip, expect, expect_eq, expect_type, test  # noqa
+
+SERVER_ARGV = server_argv()
+SHIM_SOURCE = os.path.join(HERE, "shim_fs_faults.c")
+UMASK = 0o022
+UP = SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC
+CHUNK = 255 * 1024
+PREFIX = ".sftp-upload."
+
+
+class Ctx:
+    def __init__(self):
+        self.tmp = os.path.realpath(tempfile.mkdtemp(prefix="sftp-atomic-"))
+        self.servers = []
+        self.procs = []
+
+    def server(self, args=(), env=None, cwd=None, init=True):
+        srv = Server(SERVER_ARGV + ["-A"] + list(args), cwd=cwd or self.tmp,
+                     env=env, umask=UMASK)
+        self.servers.append(srv)
+        if init:
+            srv.init()
+        return srv
+
+    def shimmed(self, **faults):
+        """The environment of a server with the fault shim."""
+        shim = suite.shim_library(SHIM_SOURCE, "sftp-atomic-shim-")
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = shim
+        for k, v in faults.items():
+            env["FAULT_" + k] = v
+        opts = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + \
+            "verify_asan_link_order=0"
+        return env
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def write(self, name, data, mode=0o644):
+        with open(self.path(name), "wb") as f:
+            f.write(data)
+        os.chmod(self.path(name), mode)
+
+    def read(self, name):
+        with open(self.path(name), "rb") as f:
+            return f.read()
+
+    def cleanup(self):
+        for p in self.procs:
+            if p.is_alive():
+                p.kill()
+        for srv in self.servers:
+            srv.kill()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def ok(reply, what):
+    expect_type(reply, Status, what)
+    expect_eq(what, reply.code, SSH_FX_OK)
+
+
+def blob(seed, n):
+    """n bytes that differ from those of any other seed."""
+    import random
+    return random.Random(seed).randbytes(n)
+
+
+def send_writes(srv, h, data, start, end):
+    """WRITEs of data[start:end) in CHUNK pieces, 32 in flight; all OK."""
+    pending = []
+    off = start
+    while off < end or pending:
+        while off < end and len(pending) < 32:
+            n = min(CHUNK, end - off)
+            pending += srv.send_many([req_write(h, off, data[off:off + n])])
+            off += n
+        reply = srv.recv()
+        expect_eq("WRITE reply id", reply.id, pending.pop(0))
+        ok(reply, "WRITE")
+
+
+def unnamed_here(ctx):
+    """Whether the file system of ctx.tmp makes unnamed files (O_TMPFILE):
+    where it does not (FUSE, GlusterFS), uploads have hidden names."""
+    try:
+        fd = os.open(ctx.tmp, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def one_hidden(left, target):
+    """Whether left is target and one hidden name of an upload of it."""
+    hidden = [n for n in left if n != target]
+    return target in left and len(hidden) == 1 and \
+        hidden[0].startswith(PREFIX) and hidden[0].endswith("." + target) \
+        and len(hidden[0]) == len(PREFIX) + 12 + 1 + len(target)
+
+
+def names(ctx, sub=""):
+    return sorted(os.listdir(ctx.path(sub) if sub else ctx.tmp))
+
+
+def half_upload(ctx, srv, target, new, pflags=UP):
+    """An upload of new to target, written halfway."""
+    h = srv.open(target, pflags)
+    send_writes(srv, h, new, 0, len(new) // 2)
+    return h
+
+
+def reader(path, count, stop, bad):
+    """Reads path whole in a loop until stop is set: counts the reads, and
+    notes in bad the size of one that is neither path.want0's contents nor
+    path.want1's (-2: the file was missing)."""
+    with open(path + ".want0", "rb") as f:
+        want0 = f.read()
+    with open(path + ".want1", "rb") as f:
+        want1 = f.read()
+    while not stop.is_set():
+        try:
+            with open(path, "rb") as f:
+                got = f.read()
+        except FileNotFoundError:
+            bad.value = -2
+            return
+        if got != want0 and got != want1:
+            bad.value = len(got)
+            return
+        count.value += 1
+
+
+@test
+def test_reader_sees_whole_files(ctx):
+    old = blob(1, 4 << 20)
+    new = b"".join(blob(100 + i, 1 << 20) for i in range(256))
+    os.mkdir(ctx.path("want"))
+    with open(ctx.path("want", "t.want0"), "wb") as f:
+        f.write(old)
+    with open(ctx.path("want", "t.want1"), "wb") as f:
+        f.write(new)
+    results = []
+    for atomic in (True, False):
+        ctx.write("t", old)
+        srv = Server(SERVER_ARGV + (["-A"] if atomic else []), cwd=ctx.tmp,
+                     umask=UMASK)
+        ctx.servers.append(srv)
+        srv.init()
+        h = srv.open("t", UP)
+        count = multiprocessing.Value("l", 0)
+        bad = multiprocessing.Value("l", -1)
+        stop = multiprocessing.Event()
+        # The reader reads what the target is now, from another process.
+        os.symlink(ctx.path("t"), ctx.path("want", "t"))
+        if atomic:
+            p = multiprocessing.Process(
+                target=reader, args=(ctx.path("want", "t"), count, stop,
+                                     bad))
+            ctx.procs.append(p)
+            p.start()
+        send_writes(srv, h, new, 0, len(new) // 2)
+        halfway = ctx.read("t")
+        send_writes(srv, h, new, len(new) // 2, len(new))
+        ok(srv.call(req_close(h)), "CLOSE")
+        after = ctx.read("t")
+        if atomic:
+            # Reads after the CLOSE too: the new file, whole.
+            deadline = time.monotonic() + 60
+            seen = count.value
+            while count.value < seen + 3 and bad.value == -1 and \
+                    p.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)    # polls a count, with a deadline
+            stop.set()
+            p.join(60)
+            expect(bad.value == -1, "the reader saw a file of %d bytes, "
+                   "neither the old one nor the new one" % bad.value)
+            expect(count.value >= 3, "the reader read %d times" %
+                   count.value)
+            expect(halfway == old, "halfway, the target is not the old "
+                   "file (%d bytes)" % len(halfway))
+            expect_eq("the directory", names(ctx), ["t", "want"])
+        else:
+            expect(halfway != old and halfway != new,
+                   "without -A, halfway, the target is already whole: the "
+                   "check could not fail")
+        expect(after == new, "after CLOSE, the target is not the new file")
+        srv.close()
+        os.unlink(ctx.path("want", "t"))
+        results.append(count.value)
+    return "%d whole reads during and after the upload; without -A the " \
+        "halfway read was partial" % results[0]
+
+
+def killed_midway(ctx, how, env=None, exist=True):
+    """An upload halfway, then the session ended by how: what is left."""
+    old, new = blob(3, 1 << 20), blob(4, 8 << 20)
+    if exist:
+        ctx.write("t", old)
+    srv = ctx.server(env=env)
+    half_upload(ctx, srv, "t", new)
+    if how == "kill":
+        srv.proc.send_signal(signal.SIGKILL)
+    elif how == "term":
+        srv.proc.send_signal(signal.SIGTERM)
+    else:
+        srv.close_stdin()
+    srv.wait(30)
+    left = names(ctx)
+    if exist:
+        expect(ctx.read("t") == old, "%s: the target is not the old file" %
+               how)
+    return left
+
+
+@test
+def test_sigkill_leaves_the_old_file(ctx):
+    unnamed = unnamed_here(ctx)
+    left = killed_midway(ctx, "kill")
+    if unnamed:
+        expect_eq("left after SIGKILL (unnamed)", left, ["t"])
+    else:
+        expect(one_hidden(left, "t"), "left after SIGKILL, on a file "
+               "system without O_TMPFILE: %r" % left)
+    for f in os.listdir(ctx.tmp):
+        os.unlink(ctx.path(f))
+    left = killed_midway(ctx, "kill", exist=False)
+    if unnamed:
+        expect_eq("left after SIGKILL of a new file's upload", left, [])
+    else:
+        expect(len(left) == 1 and one_hidden(left + ["t"], "t"),
+               "left after SIGKILL of a new file's upload: %r" % left)
+    for f in os.listdir(ctx.tmp):
+        os.unlink(ctx.path(f))
+    env = ctx.shimmed(TMPFILE="EOPNOTSUPP")
+    left = killed_midway(ctx, "kill", env=env)
+    expect(one_hidden(left, "t"), "hidden names: left %r" % left)
+    return "%s; hidden names: %s left" % (
+        "unnamed: nothing left" if unnamed else "no O_TMPFILE here",
+        [n for n in left if n != "t"][0])
+
+
+@test
+def test_client_leaves(ctx):
+    expect_eq("left after the client left", killed_midway(ctx, "leave"),
+              ["t"])
+    env = ctx.shimmed(TMPFILE="EOPNOTSUPP")
+    expect_eq("left after the client left (hidden names)",
+              killed_midway(ctx, "leave", env=env), ["t"])
+
+
+@test
+def test_sigterm(ctx):
+    expect_eq("left after SIGTERM", killed_midway(ctx, "term"), ["t"])
+    env = ctx.shimmed(TMPFILE="EOPNOTSUPP")
+    expect_eq("left after SIGTERM (hidden names)",
+              killed_midway(ctx, "term", env=env), ["t"])
+
+
+@test
+def test_own_handle(ctx):
+    old, new = blob(5, 10000), blob(6, 30000)
+    ctx.write("t", old)
+    ctx.write("src", blob(7, 5000))
+    srv = ctx.server()
+    h = srv.open("t", SSH_FXF_READ | UP)
+    send_writes(srv, h, new, 0, len(new))
+    got = srv.call(req_read(h, 100, 1000))
+    expect_type(got, Data, "READ through the upload")
+    expect(got.data == new[100:1100], "READ through the upload: not the "
+           "new bytes")
+    a = srv.call(req_fstat(h))
+    expect_type(a, AttrsReply, "FSTAT")
+    expect_eq("FSTAT size", a.attrs.size, len(new))
+    ok(srv.call(req_fsetstat(h, Attrs(permissions=0o600))), "FSETSTAT")
+    ok(srv.call(req_fsync(h)), "fsync")
+    r = srv.open("src", SSH_FXF_READ)
+    ok(srv.call(req_copy_data(r, 0, 5000, h, len(new))), "copy-data")
+    final = new + blob(7, 5000)
+    ck = srv.call(req_extended("check-file-handle", string(h) +
+                               string("md5") + u64(0) + u64(0) + u32(0)))
+    expect_type(ck, ExtendedReply, "check-file-handle")
+    import hashlib
+    expect(hashlib.md5(final).digest() in ck.data, "check-file-handle: "
+           "not the digest of the upload")
+    # The target, by its name: the old file.
+    a = srv.call(req_stat("t"))
+    expect_type(a, AttrsReply, "STAT")
+    expect_eq("STAT size during the upload", a.attrs.size, len(old))
+    a = srv.call(req_lstat("t"))
+    expect_eq("LSTAT size during the upload", a.attrs.size, len(old))
+    o = srv.open("t", SSH_FXF_READ)
+    got = srv.call(req_read(o, 0, 20000))
+    expect(got.data == old, "an OPEN for reading: not the old file")
+    d = srv.opendir(".")
+    batches, _ = srv.readdir_all(d)
+    listed = sorted(n.filename for b in batches for n in b.entries)
+    if unnamed_here(ctx):
+        expect_eq("READDIR", listed, [b".", b"..", b"src", b"t"])
+    else:   # the hidden name is an entry of the directory
+        rest = [n.decode() for n in listed if n not in (b".", b"..",
+                                                       b"src")]
+        expect(one_hidden(rest, "t") and b"src" in listed,
+               "READDIR: %r" % listed)
+    ok(srv.call(req_close(h)), "CLOSE")
+    expect(ctx.read("t") == final, "after CLOSE: not the upload")
+    expect_eq("mode after CLOSE", stat.S_IMODE(os.stat(ctx.path("t")).st_mode),
+              0o600)
+    got = srv.call(req_read(o, 0, 20000))
+    expect(got.data == old, "the handle opened before CLOSE: not the old "
+           "file")
+    # (FUSE keeps a replaced file open under a name of its own until then.)
+    ok(srv.call(req_close(o)), "CLOSE of the old file")
+    expect_eq("the directory", names(ctx), ["src", "t"])
+
+
+@test
+def test_replace_keeps_mode(ctx):
+    ctx.write("t", blob(8, 100), mode=0o604)
+    os.link(ctx.path("t"), ctx.path("hl"))
+    srv = ctx.server()
+    h = srv.open("t", UP, Attrs(permissions=0o666))
+    send_writes(srv, h, blob(9, 2000), 0, 2000)
+    ok(srv.call(req_close(h)), "CLOSE")
+    expect_eq("mode of the new file", stat.S_IMODE(
+        os.stat(ctx.path("t")).st_mode), 0o604)
+    expect(ctx.read("hl") == blob(8, 100), "the hard link: not the old "
+           "file")
+    expect(ctx.read("t") == blob(9, 2000), "the target: not the upload")
+    h = srv.open("n", UP, Attrs(permissions=0o640))
+    ok(srv.call(req_close(h)), "CLOSE")
+    expect_eq("mode of a new file", stat.S_IMODE(
+        os.stat(ctx.path("n")).st_mode), 0o640)
+
+
+@test
+def test_symlink_followed(ctx):
+    os.mkdir(ctx.path("root"))
+    os.mkdir(ctx.path("root", "sub"))
+    ctx.write("root/sub/t", b"old")
+    os.symlink("sub/t", ctx.path("root", "rel"))
+    os.symlink("/sub/t", ctx.path("root", "abs"))
+    os.symlink("../../../outside", ctx.path("root", "up"))
+    for i, (args, name, where) in enumerate(((["-r", ctx.path("root")], "abs",
+                               "root/sub/t"),
+                              (["-r", ctx.path("root")], "up",
+                               "root/outside"),
+                              ([], "root/rel", "root/sub/t"))):
+        srv = ctx.server(args)
+        data = blob(20 + i, 3000)
+        h = srv.open(name, UP)
+        send_writes(srv, h, data, 0, len(data))
+        ok(srv.call(req_close(h)), "CLOSE " + name)
+        srv.close()
+        expect(ctx.read(where) == data, "%s: %s is not the upload" %
+               (name, where))
+        expect(os.path.islink(ctx.path("root", os.path.basename(name))),
+               "%s: no longer a symlink" % name)
+    expect_eq("beside the root", names(ctx), ["root"])
+
+
+@test
+def test_resume_in_place(ctx):
+    ctx.write("t", b"0123456789")
+    srv = ctx.server()
+    h = srv.open("t", SSH_FXF_WRITE | SSH_FXF_CREAT)
+    ok(srv.call(req_write(h, 10, b"abc")), "WRITE")
+    expect_eq("the target at once", ctx.read("t"), b"0123456789abc")
+    ok(srv.call(req_close(h)), "CLOSE")
+
+
+@test
+def test_last_close_wins(ctx):
+    for first in (0, 1):
+        datas = [blob(10, 3 << 20), blob(11, 2 << 20)]
+        srvs = [ctx.server(), ctx.server()]
+        hs = [s.open("t", UP) for s in srvs]
+        for s, h, d in zip(srvs, hs, datas):
+            send_writes(s, h, d, 0, len(d))
+        for i in (first, 1 - first):
+            ok(srvs[i].call(req_close(hs[i])), "CLOSE %d" % i)
+            expect(ctx.read("t") == datas[i], "after CLOSE %d: not its "
+                   "upload" % i)
+        for s in srvs:
+            s.close()
+        expect_eq("the directory", names(ctx), ["t"])
+
+
+@test
+def test_excl(ctx):
+    srv = ctx.server()
+    h = srv.open("t", SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_EXCL)
+    send_writes(srv, h, blob(12, 5000), 0, 5000)
+    ctx.write("t", b"made meanwhile")
+    reply = srv.call(req_close(h))
+    expect_type(reply, Status, "CLOSE")
+    expect_eq("CLOSE over a name made meanwhile", reply.code, SSH_FX_FAILURE)
+    expect_eq("the other file", ctx.read("t"), b"made meanwhile")
+    expect_eq("the directory", names(ctx), ["t"])
+    reply = srv.call(req_open("t", SSH_FXF_WRITE | SSH_FXF_CREAT |
+                              SSH_FXF_EXCL))
+    expect_eq("OPEN EXCL of a name that is there", reply.code,
+              SSH_FX_FAILURE)
+
+
+@test
+def test_readonly(ctx):
+    srv = ctx.server(["-R"])
+    reply = srv.call(req_open("t", UP))
+    expect_type(reply, Status, "OPEN")
+    expect_eq("OPEN under -R", reply.code, SSH_FX_PERMISSION_DENIED)
+    expect_eq("the directory", names(ctx), [])
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@test
+def test_transfer_log(ctx):
+    os.mkdir(ctx.path("d"))
+    log = ctx.path("xfer.log")
+    open(log, "w").close()
+    srv = ctx.server(["-L", log], cwd=ctx.path("d"))
+    h = srv.open("put", UP)
+    send_writes(srv, h, blob(13, 1000), 0, 1000)
+    ok(srv.call(req_close(h)), "CLOSE")
+    h = srv.open("left", UP)
+    send_writes(srv, h, blob(14, 1000), 0, 1000)
+    srv.close()
+    closes = [(r["path"], r.get("placed"), r.get("forced", False))
+              for r in records(log) if r["event"] == "close"]
+    expect_eq("close records", closes, [("put", True, False),
+                                        ("left", False, True)])
+    expect_eq("the directory", names(ctx, "d"), ["put"])
+
+
+@test
+def test_log_guard(ctx):
+    log = ctx.path("xfer.log")
+    open(log, "w").close()
+    srv = ctx.server(["-L", log])
+    reply = srv.call(req_open("xfer.log", UP))
+    expect_type(reply, Status, "OPEN of the log")
+    expect_eq("OPEN of the log", reply.code, SSH_FX_PERMISSION_DENIED)
+    srv.close()
+    expect_eq("the directory", names(ctx), ["xfer.log"])
+    expect_eq("the log's records", [r["event"] for r in records(log)],
+              ["session-open", "session-close"])
+
+
+@test
+def test_deny_list(ctx):
+    ctx.write("t", b"old")
+    srv = ctx.server(["-P", "rename,remove,hardlink,posix-rename"])
+    h = srv.open("t", UP)
+    send_writes(srv, h, b"new", 0, 3)
+    ok(srv.call(req_close(h)), "CLOSE")
+    expect_eq("the target", ctx.read("t"), b"new")
+
+
+@test
+def test_where_uploads_go(ctx):
+    ctx.write("t", b"old")
+    srv = ctx.server()
+    h = srv.open("t", UP)
+    ok(srv.call(req_write(h, 0, b"new")), "WRITE")
+    during = names(ctx)
+    ok(srv.call(req_close(h)), "CLOSE")
+    expect_eq("the target", ctx.read("t"), b"new")
+    expect_eq("the directory", names(ctx), ["t"])
+    if during == ["t"]:
+        return "unnamed files (O_TMPFILE)"
+    expect(len(during) == 2 and during[0].startswith(PREFIX),
+           "during the upload: %r" % during)
+    return "hidden names (no O_TMPFILE here)"
+
+
+@test
+def test_fallbacks(ctx):
+    seen = []
+    for faults, want in (({"LINK_EMPTY": "ENOENT"}, "through /proc"),
+                         ({"LINK_EMPTY": "ENOENT", "NO_PROC": "1"},
+                          "hidden names"),
+                         ({"TMPFILE": "EOPNOTSUPP"}, "hidden as")):
+        for f in os.listdir(ctx.tmp):
+            os.unlink(ctx.path(f))
+        ctx.write("t", b"old")
+        srv = ctx.server(["-l", "DEBUG", "-e"], env=ctx.shimmed(**faults))
+        h = srv.open("t", UP)
+        send_writes(srv, h, b"new data", 0, 8)
+        listed = names(ctx)
+        ok(srv.call(req_close(h)), "CLOSE")
+        h = srv.open("n", UP)
+        ok(srv.call(req_close(h)), "CLOSE n")
+        srv.close()
+        err = srv.stderr_output().decode(errors="replace")
+        expect(want in err, "%r: the log does not say %r" % (faults, want))
+        expect_eq("%r: the target" % faults, ctx.read("t"), b"new data")
+        expect_eq("%r: the directory" % faults, names(ctx), ["n", "t"])
+        hidden = want != "through /proc" or not unnamed_here(ctx)
+        expect(hidden == (len(listed) == 2), "%r: during the upload %r" %
+               (faults, listed))
+        seen.append(want)
+    return ", ".join(seen)
+
+
+if __name__ == "__main__":
+    sys.exit(suite.main(sys.argv, __doc__, Ctx))
