@@ -1519,6 +1519,10 @@ fs_upload_open(const char *path, int flags, mode_t mode, struct fs_upload *u)
 	if (old != -1) {
 		if (fstat(old, &st) == -1)
 			goto fail;
+		if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
+			errno = EEXIST;
+			goto fail;
+		}
 		if (!S_ISREG(st.st_mode) || !(flags & O_TRUNC)) {
 			/* A file that is there and stays: written in place. */
 			(void)close(old);

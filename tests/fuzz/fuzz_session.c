@@ -47,6 +47,7 @@
  *	0x00200000	the client reads the replies slowly (16 KiB every
  *			50 us), when stdout is a pipe: the server's writes
  *			block, and a signal (below) may cut one short
+ *	0x00400000	-A: atomic uploads
  *
  * Storage that waits: the jail's tmpfs never makes a call wait, so the
  * server would make every storage call in its loop, none in its workers
@@ -158,6 +159,7 @@
 #define CFG_WAIT	0x00040000
 #define CFG_OPS_SHIFT	19
 #define CFG_SLOW_READER	0x00200000
+#define CFG_ATOMIC	0x00400000
 
 /* The ids of storage that waits (see above). */
 #define WAIT_UNITS	0x0000000f
@@ -645,6 +647,8 @@ make_argv(uint32_t cfg, char **argv)
 		argv[argc++] = *o;
 	if (cfg & CFG_READONLY)
 		argv[argc++] = "-R";
+	if (cfg & CFG_ATOMIC)
+		argv[argc++] = "-A";
 	if (cfg & CFG_DENY) {
 		argv[argc++] = "-P";
 		argv[argc++] = "write,remove,rename,posix-rename,hardlink,"

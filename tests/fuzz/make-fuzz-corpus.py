@@ -62,6 +62,7 @@ OPS_2 = 1 << 19
 OPS_4 = 2 << 19
 OPS_128 = 3 << 19
 CFG_SLOW_READER = 0x00200000
+CFG_ATOMIC = 0x00400000
 
 # Request ids under CFG_WAIT: what the storage of the request's job does.
 WAIT_HANG = 0x40000000
@@ -878,6 +879,48 @@ def w_signal_hang_close():
     return s
 
 
+def s_atomic():
+    """-A: uploads over a file, through symlinks (dangling, a loop, out of
+    the root's reach), onto a directory, EXCL, in place; the target renamed
+    and removed while an upload is open; requests on the uploads."""
+    s = Session(3 | CFG_ATOMIC)
+    up = SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC
+    hs = [s.open(p, up) for p in ("file", "link", "dangling", "new")]
+    for p in ("loop", "dir", "dir/", "", "missing/x"):
+        s.req(req_open(p, up))
+    hs.append(s.open("file", RW | SSH_FXF_CREAT | SSH_FXF_TRUNC,
+                     Attrs(permissions=0o600)))
+    hs.append(s.open("file", SSH_FXF_WRITE | SSH_FXF_CREAT))
+    s.req(req_open("file", SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_EXCL))
+    hs.append(s.open("x", SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_EXCL))
+    for i, h in enumerate(hs):
+        s.req(req_write(h, i * 100, b"upload %d" % i))
+        s.req(req_read(h, 0, 100))
+        s.req(req_fstat(h))
+    s.req(req_fsetstat(hs[4], Attrs(permissions=0o640, size=3)))
+    s.req(req_rename("new", "new2"))
+    s.req(req_remove("file"))
+    s.req(req_stat("file"))
+    s.req(req_open("x", SSH_FXF_WRITE | SSH_FXF_CREAT))
+    for h in hs:
+        s.close(h)
+    s.req(req_close(hs[0]))
+    h = s.open("left", up)
+    s.req(req_write(h, 0, b"never closed"))
+    return s
+
+
+def atomic(make, cfg=0):
+    """A session of make's under -A (and cfg)."""
+    def variant():
+        s = make()
+        version = struct.unpack(">I", s.parts[0][5:9])[0]
+        s.parts[0] = s.parts[0][:5] + u32(version | CFG_ATOMIC | cfg) + \
+            s.parts[0][9:]
+        return s
+    return variant
+
+
 # Sessions above, with storage that waits.
 WAITING = ["file-io", "open-flags", "read-sendfile", "big-reads", "readdir",
            "readdir-big", "stat", "copy-data", "handles-exhausted",
@@ -933,6 +976,11 @@ SESSIONS = [
     ("log-escapes", s_log_escapes),
     ("write-offsets", s_write_offsets),
     ("bug-copy-data-append-woff", bug_copy_data_append_woff),
+    ("atomic", s_atomic),
+    ("atomic-confined", atomic(s_atomic, CFG_ROOT)),
+    ("atomic-open-flags", atomic(s_open_flags)),
+    ("atomic-file-io", atomic(s_file_io)),
+    ("atomic-readonly", atomic(s_readonly)),
 ]
 
 # fuzz-corpus/session-wait/: storage that waits.
@@ -954,6 +1002,13 @@ WAIT_SESSIONS = [
 ]
 WAIT_SESSIONS += [("wait-" + name, waiting(make)) for name, make in SESSIONS
                   if name in WAITING]
+WAIT_SESSIONS += [
+    ("wait-atomic", waiting(s_atomic)),
+    ("wait-atomic-open-close", atomic(w_open_close)),
+    ("wait-atomic-writes", atomic(w_writes)),
+    ("wait-atomic-signal-in-flight", atomic(w_signal_in_flight)),
+    ("wait-atomic-signal-hang-close", atomic(w_signal_hang_close)),
+]
 
 
 # ---------------------------------------------------------------------------

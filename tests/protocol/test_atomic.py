@@ -472,10 +472,13 @@ def test_excl(ctx):
     expect_eq("CLOSE over a name made meanwhile", reply.code, SSH_FX_FAILURE)
     expect_eq("the other file", ctx.read("t"), b"made meanwhile")
     expect_eq("the directory", names(ctx), ["t"])
-    reply = srv.call(req_open("t", SSH_FXF_WRITE | SSH_FXF_CREAT |
-                              SSH_FXF_EXCL))
-    expect_eq("OPEN EXCL of a name that is there", reply.code,
-              SSH_FX_FAILURE)
+    for extra in (0, SSH_FXF_TRUNC):
+        reply = srv.call(req_open("t", SSH_FXF_WRITE | SSH_FXF_CREAT |
+                                  SSH_FXF_EXCL | extra))
+        expect_type(reply, Status, "OPEN EXCL")
+        expect_eq("OPEN EXCL of a name that is there", reply.code,
+                  SSH_FX_FAILURE)
+    expect_eq("the directory", names(ctx), ["t"])
 
 
 @test
