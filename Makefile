@@ -332,7 +332,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check-fast:
 	$(MAKE) -j$(JOBS) all $(UNIT_TESTS)
 	$(MAKE) lint unit
-	SUITES="raw confine guarantees sftp inflight atomic" PYTHON=$(PYTHON) \
+	SUITES="raw confine guarantees sftp inflight atomic modes bwlimit" \
+	    PYTHON=$(PYTHON) \
 	    tests/run-all.sh $(CURDIR)/sftp-server
 
 include bench/Makefile.inc

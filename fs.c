@@ -937,6 +937,26 @@ fs_open(const char *path, int flags, mode_t mode)
 	return client_open(path, flags, mode);
 }
 
+int
+fs_open_made(const char *path, int flags, mode_t mode, int *made)
+{
+	int fd;
+
+	*made = 0;
+	if ((flags & (O_CREAT | O_EXCL)) != O_CREAT) {
+		fd = fs_open(path, flags, mode);
+		*made = fd != -1 && (flags & O_CREAT);
+		return fd;
+	}
+	if ((fd = fs_open(path, flags | O_EXCL, mode)) != -1) {
+		*made = 1;
+		return fd;
+	}
+	if (errno != EEXIST)
+		return -1;
+	return fs_open(path, flags, mode);
+}
+
 DIR *
 fs_opendir(const char *path)
 {
@@ -1544,6 +1564,7 @@ fs_upload_open(const char *path, int flags, mode_t mode, struct fs_upload *u)
 		(void)close(old);
 	}
 	u->atomic = 1;
+	u->replaced = old != -1;
 	u->dirfd = dfd;
 	u->excl = (flags & O_EXCL) != 0;
 	return fd;

@@ -79,6 +79,13 @@ int	fs_chdir(const char *);
  * is false; the loop's otherwise (the guard's state).
  */
 int	fs_open(const char *, int flags, mode_t mode);
+/*
+ * fs_open() that says whether it made the file (*made): with O_CREAT, the
+ * file is opened with O_EXCL first.  A name that is there (a dangling
+ * symlink included) is then opened as fs_open() would, and counts as not
+ * made.  As fs_open() for threads.
+ */
+int	fs_open_made(const char *, int flags, mode_t mode, int *made);
 /* The loop's. */
 DIR	*fs_opendir(const char *);
 /* stat(2) when follow, lstat(2) otherwise.  Any thread. */
@@ -136,6 +143,7 @@ struct fs_upload {
 	int unnamed;		/* O_TMPFILE; else named tmp */
 	int excl;		/* O_EXCL: never replaces a file */
 	int placed;		/* fs_upload_commit() put it in place */
+	int replaced;		/* a file was there: it takes its mode */
 	char name[NAME_MAX + 1];	/* the target's name in dirfd */
 	char tmp[NAME_MAX + 1];		/* the hidden name, when named */
 };

@@ -96,6 +96,7 @@ handle_new(struct handle_table *t, enum handle_kind kind, const char *path)
 	h->known = 0;
 	h->pflags = 0;
 	h->up = NULL;
+	h->mode_forced = 0;
 	len = strlen(path);
 	if (len >= sizeof h->path)
 		len = sizeof h->path - 1;

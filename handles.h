@@ -72,6 +72,8 @@ struct handle {
 	struct timespec opened;
 	/* -A: the upload it writes, put in place by CLOSE (fs.h), or NULL. */
 	struct fs_upload *up;
+	/* -m: its OPEN made the file, with the option's mode */
+	int mode_forced;
 	char path[PATH_MAX];	/* as the client named it, for logging */
 };
 

@@ -407,6 +407,7 @@ xfer_close(const struct handle *h, int r, int e, int forced)
 	ev.not_closed = h->abandoned;
 	if (h->up != NULL)
 		ev.placed = h->up->placed ? 1 : -1;
+	ev.mode_forced = h->mode_forced;
 	if (h->io_errno != 0)
 		ev.result = strerror(h->io_errno);
 	else if (h->abandoned)
@@ -771,6 +772,33 @@ string_from_portable(uint32_t pflags, char *buf, size_t size)
 }
 
 /*
+ * The mode a file (dir: a directory) that the client asks to make with
+ * mode is made with: -m's or -M's, else mode less the umask, which the
+ * process applies itself unless either option set it to 0.
+ */
+static mode_t
+create_mode(mode_t mode, int dir)
+{
+	int forced = dir ? ss->dir_mode : ss->file_mode;
+
+	if (forced != -1)
+		return (mode_t)forced;
+	if (ss->file_mode != -1 || ss->dir_mode != -1)
+		return mode & ~ss->mask;
+	return mode;
+}
+
+/*
+ * Whether an OPEN learns if it made its file (an extra open(2) when the
+ * file is there): only the transfer log says so ("mode_forced").
+ */
+static int
+forced_made(void)
+{
+	return ss->file_mode != -1 && xferlog_enabled();
+}
+
+/*
  * An atomic upload's state goes with its handle, to be put in place by
  * CLOSE.  Returns 0, or -1 when there is no memory for it.
  */
@@ -781,6 +809,7 @@ keep_upload(struct handle *h, const struct fs_upload *u)
 		return 0;
 	if ((h->up = malloc(sizeof *h->up)) == NULL)
 		return -1;
+	h->mode_forced = ss->file_mode != -1 && !u->replaced;
 	*h->up = *u;
 	debug("upload \"%s\": %s%s", h->path, u->unnamed ?
 	    "an unnamed file in its directory" : "hidden as ",
@@ -816,6 +845,7 @@ open_job(enum job_op op, uint32_t id, uint32_t pflags, int flags,
 	memcpy(j->job.buf + at, path1, len);
 	j->flags = flags | O_NONBLOCK | O_NOCTTY;
 	j->mode = mode;
+	j->made = op == OP_OPEN && forced_made();
 	if (h != NULL) {
 		h->kind = HANDLE_PENDING;
 		h->flags = flags;
@@ -843,8 +873,8 @@ process_open(uint32_t id, struct cursor *c)
 	struct timing t;
 	uint32_t pflags, status = SSH_FX_FAILURE;
 	char fl[64];
-	int r, flags, fd, refused, upload;
-	mode_t mode;
+	int r, flags, fd, refused, upload, made = 0;
+	mode_t mode, cmode;
 
 	if ((r = pkt_get_path(c, path1, sizeof path1)) != 0 ||
 	    (r = pkt_get_u32(c, &pflags)) != 0 ||
@@ -856,9 +886,10 @@ process_open(uint32_t id, struct cursor *c)
 	    (flags & (O_CREAT | O_TRUNC)) != 0);
 	upload = ss->atomic && (flags & O_ACCMODE) != O_RDONLY &&
 	    (flags & (O_CREAT | O_TRUNC)) != 0;
+	cmode = create_mode(mode, 0);
 	rq.op = upload ? OP_UPLOAD : OP_OPEN;
 	rq.flags = flags | O_NONBLOCK | O_NOCTTY;
-	rq.mode = mode;
+	rq.mode = cmode;
 	rq.size = (upload ? sizeof u : 0) + strlen(path1) + 1;
 	/* Out of slots: a CLOSE in flight would have freed one. */
 	if (!admit(open_job_ok() && !refused &&
@@ -875,13 +906,15 @@ process_open(uint32_t id, struct cursor *c)
 		return SSH_FX_PERMISSION_DENIED;
 	}
 	if (open_job_ok() && (deferring() || slow()))
-		return open_job(rq.op, id, pflags, flags, mode);
+		return open_job(rq.op, id, pflags, flags, cmode);
 	if (concurrent())
 		sched_timing_start(&t, 0);
 	if (upload)
-		fd = fs_upload_open(path1, rq.flags, mode, &u);
+		fd = fs_upload_open(path1, rq.flags, cmode, &u);
+	else if (forced_made())
+		fd = fs_open_made(path1, rq.flags, cmode, &made);
 	else
-		fd = fs_open(path1, rq.flags, mode);
+		fd = fs_open(path1, rq.flags, cmode);
 	if (concurrent())
 		sched_note_latency(sched_timing_waited(&t));
 	if (fd == -1) {
@@ -897,6 +930,8 @@ process_open(uint32_t id, struct cursor *c)
 		h->fd = fd;
 		h->flags = flags;
 		h->pflags = pflags;
+		if (!upload)
+			h->mode_forced = made;
 		(void)clock_gettime(CLOCK_MONOTONIC, &h->opened);
 		return reply_handle(id, h);
 	}
@@ -939,6 +974,8 @@ open_answer(struct task *j)
 	}
 	h->kind = HANDLE_FILE;
 	h->fd = (int)j->n;
+	if (j->op == OP_OPEN)
+		h->mode_forced = j->made;
 	if (j->st.st_nlink > 0 && S_ISREG(j->st.st_mode)) {
 		h->known = 1;
 		h->dev = j->st.st_dev;
@@ -1020,6 +1057,7 @@ static uint32_t
 read_result(struct handle *h, uint32_t id, uint64_t off, uint32_t len,
     ssize_t n, int e, struct reply *rep)
 {
+	sched_pace_refund(PACE_DOWN, n > 0 ? len - (uint64_t)n : len);
 	if (n == -1) {
 		pkt_cancel(oq, rep);
 		error(OPENSSH_FN("process_read") "read \"%.100s\": %s", h->path,
@@ -1076,6 +1114,9 @@ process_read(uint32_t id, struct cursor *c)
 	/* bad_offset() may seek past BIG_OFFSET: alone. */
 	if (!admit(h != NULL && off < BIG_OFFSET ? &rq : NULL))
 		return WAIT;
+	/* -b: counted now, what did not cross given back in read_result(). */
+	if (h != NULL && sched_paced(PACE_DOWN, rq.len))
+		return WAIT;
 	debug("request %u: read \"%s\" (handle %d) off %llu len %u", id,
 	    handle_name(h), handle_index(h), (unsigned long long)off, len);
 	if (h == NULL)
@@ -1084,8 +1125,10 @@ process_read(uint32_t id, struct cursor *c)
 		debug2("read change len %u to %u", len, SFTP_MAX_READ);
 		len = SFTP_MAX_READ;
 	}
-	if (bad_offset(h, off))
+	if (bad_offset(h, off)) {
+		sched_pace_refund(PACE_DOWN, len);
 		return errno_to_status(errno);
+	}
 	if (deferring() || h->read_waits || (slow() && h->no_nowait))
 		return read_job(h, id, off, len);
 	if ((buf = pkt_data_begin(oq, &rep, id, len)) == NULL) {
@@ -1172,6 +1215,9 @@ process_write(uint32_t id, struct cursor *c)
 	rq.off = off;
 	rq.len = len;
 	if (!admit(h != NULL && off < BIG_OFFSET ? &rq : NULL))
+		return WAIT;
+	/* -b: the bytes came; the next WRITEs wait for them. */
+	if (h != NULL && sched_paced(PACE_UP, len))
 		return WAIT;
 	debug("request %u: write \"%s\" (handle %d) off %llu len %u", id,
 	    handle_name(h), handle_index(h), (unsigned long long)off, len);
@@ -1323,6 +1369,29 @@ log_modtime(const char *name, uint32_t mtime)
 }
 
 /*
+ * Whether a permission change of name (or fd, unless -1) is left out,
+ * silently: a regular file under -m, a directory under -M keep their mode.
+ * A file that cannot be looked at is changed, and fails as it would.
+ */
+static int
+mode_kept(const char *name, int fd, int follow)
+{
+	struct stat st;
+
+	if (ss->file_mode == -1 && ss->dir_mode == -1)
+		return 0;
+	if ((fd == -1 ? fs_stat(name, &st, follow) : fstat(fd, &st)) == -1)
+		return 0;
+	if ((S_ISREG(st.st_mode) && ss->file_mode != -1) ||
+	    (S_ISDIR(st.st_mode) && ss->dir_mode != -1)) {
+		verbose("mode of \"%s\" kept: %s", name,
+		    S_ISDIR(st.st_mode) ? "-M" : "-m");
+		return 1;
+	}
+	return 0;
+}
+
+/*
  * SETSTAT, FSETSTAT and LSETSTAT: size, permissions, times, then owner,
  * each tried even when an earlier one failed; as OpenSSH, the last failure
  * is the status.  fd is -1 to work on the path, following a final symlink
@@ -1360,9 +1429,12 @@ apply_attrs(const char *event, const char *name, int fd, int follow,
 	}
 	if (a->flags & SSH_FILEXFER_ATTR_PERMISSIONS) {
 		logit("set \"%s\" mode %04o", name, a->perm);
-		if ((fd == -1 ? fs_chmod(name, a->perm & 07777, follow) :
-		    fchmod(fd, a->perm & 07777)) == -1)
+		if (mode_kept(name, fd, follow)) {
+			ev.mode_forced = 1;
+		} else if ((fd == -1 ? fs_chmod(name, a->perm & 07777,
+		    follow) : fchmod(fd, a->perm & 07777)) == -1) {
 			status = errno_to_status(errno);
+		}
 	}
 	if (a->flags & SSH_FILEXFER_ATTR_ACMODTIME) {
 		log_modtime(name, a->mtime);
@@ -1624,9 +1696,10 @@ process_mkdir(uint32_t id, struct cursor *c)
 	    0777;
 	debug3("request %u: mkdir", id);
 	logit("mkdir name \"%s\" mode 0%o", path1, (unsigned)mode);
-	r = fs_mkdir(path1, mode);
+	r = fs_mkdir(path1, create_mode(mode, 1));
 	ev.path = path1;
-	ev.mode = mode;
+	ev.mode = ss->dir_mode != -1 ? (uint64_t)ss->dir_mode : mode;
+	ev.mode_forced = ss->dir_mode != -1;
 	return logged(&ev, status_of(r));
 }
 
@@ -2573,6 +2646,12 @@ requests_abandon(void)
 	return n;
 }
 
+int
+requests_paced_ms(void)
+{
+	return sched_pace_ms();
+}
+
 unsigned
 requests_in_flight(void)
 {
@@ -2668,6 +2747,7 @@ requests_init(const struct session *s, struct oqueue *q)
 		if (requests[i].ext_name == NULL)
 			by_type[requests[i].type] = &requests[i];
 	(void)sched_init(s->storage_ops, workers_for(s));
+	sched_pace_init(s->down_rate, s->up_rate);
 	return handle_table_init(&handles, handles_for(s));
 }
 

@@ -36,6 +36,17 @@ struct session {
 	struct ibuf *in;
 	int confined;			/* -r: paths resolved beneath a root */
 	int atomic;			/* -A: uploads put in place by CLOSE */
+	/*
+	 * -m and -M: the mode of every file and directory made, or -1.
+	 * With either, the process runs with umask 0, and mask is the umask
+	 * it had, applied here to what no option forces.
+	 */
+	int file_mode;
+	int dir_mode;
+	mode_t mask;
+	/* -b: bytes per second of READ and WRITE data; 0: no limit. */
+	uint64_t down_rate;
+	uint64_t up_rate;
 };
 
 /*
@@ -87,6 +98,12 @@ int	requests_process(struct cursor *c);
  * order, while the queue is below OQ_HIWAT.
  */
 void	requests_reap(void);
+/*
+ * The request the loop holds (REQUESTS_WAIT) waits for a bandwidth limit
+ * (-b): the milliseconds until it may go; -1 when it waits for no limit,
+ * or may go now.
+ */
+int	requests_paced_ms(void);
 /* Requests in flight: handed off, not yet answered. */
 unsigned	requests_in_flight(void);
 /*

@@ -257,6 +257,76 @@ sched_timing_waited(const struct timing *t)
 	return ns;
 }
 
+/* -b: the virtual clock of each direction (sched.h). */
+static struct pace {
+	uint64_t rate;		/* bytes per second; 0: no limit */
+	int64_t due;		/* when the bytes counted so far are due */
+} paces[2];
+/* When the request held by a limit may go; 0: none is held. */
+static int64_t pace_hold;
+
+void
+sched_pace_init(uint64_t down, uint64_t up)
+{
+	paces[PACE_DOWN].rate = down;
+	paces[PACE_UP].rate = up;
+	paces[PACE_DOWN].due = paces[PACE_UP].due = 0;
+	pace_hold = 0;
+}
+
+/* The time n bytes take at rate (ns). */
+static int64_t
+pace_ns(uint64_t n, uint64_t rate)
+{
+	if (n > UINT64_MAX / 1000000000)
+		return INT64_MAX / 4;
+	return (int64_t)(n * 1000000000 / rate);
+}
+
+int
+sched_paced(int dir, uint64_t n)
+{
+	struct pace *p = &paces[dir];
+	int64_t now;
+
+	if (p->rate == 0)
+		return 0;
+	now = now_ns();
+	if (p->due < now)
+		p->due = now;
+	if (p->due - now > PACE_BURST_NS) {
+		pace_hold = p->due - PACE_BURST_NS;
+		return 1;
+	}
+	pace_hold = 0;
+	p->due += pace_ns(n, p->rate);
+	return 0;
+}
+
+void
+sched_pace_refund(int dir, uint64_t n)
+{
+	struct pace *p = &paces[dir];
+
+	if (p->rate != 0 && n > 0)
+		p->due -= pace_ns(n, p->rate);
+}
+
+int
+sched_pace_ms(void)
+{
+	int64_t left;
+
+	if (pace_hold == 0)
+		return -1;
+	if ((left = pace_hold - now_ns()) <= 0) {
+		pace_hold = 0;	/* due: the request is tried again */
+		return -1;
+	}
+	return left / 1000000 >= INT32_MAX ? INT32_MAX :
+	    (int)(left / 1000000) + 1;
+}
+
 int
 sched_concurrent(void)
 {
@@ -459,7 +529,11 @@ run_dirstat(struct task *j)
 static void
 run_open(struct task *j)
 {
-	j->n = fs_open((const char *)j->job.buf, j->flags, j->mode);
+	if (j->made)
+		j->n = fs_open_made((const char *)j->job.buf, j->flags,
+		    j->mode, &j->made);
+	else
+		j->n = fs_open((const char *)j->job.buf, j->flags, j->mode);
 	/* Which file it is: requests on others are independent. */
 	if (j->n != -1 && fstat((int)j->n, &j->st) == -1)
 		j->st.st_nlink = 0;	/* unknown */

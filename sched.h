@@ -76,6 +76,8 @@ struct task {
 	int err;
 	uint64_t written;
 	int64_t ns;		/* how long its system calls took */
+	int made;		/* OPEN: asks (1) and says whether it made
+				   the file (-m) */
 	struct stat st;
 };
 #define TASK(j)	((struct task *)(void *)(j))
@@ -121,6 +123,30 @@ struct sched_req {
  * workers at once.  Returns 0.
  */
 int	sched_init(unsigned storage_ops, unsigned workers);
+/*
+ * -b: the session's bandwidth limits, in bytes per second (0: none), for
+ * the data of READ replies (PACE_DOWN) and of WRITE requests (PACE_UP).
+ * A request of n bytes goes when the bytes before it are due (a virtual
+ * clock advanced by n / rate per request, PACE_BURST_NS of slack), so the
+ * rate over any long stretch is the limit; a request that must wait is
+ * held, and everything after it, as the ordering rule holds requests.
+ */
+enum { PACE_DOWN, PACE_UP };
+#define PACE_BURST_NS	50000000
+void	sched_pace_init(uint64_t down, uint64_t up);
+/*
+ * Whether a request of n bytes in direction dir must wait (1: then
+ * sched_pace_ms() says how long); 0: it goes now, and is counted.
+ */
+int	sched_paced(int dir, uint64_t n);
+/* n of the bytes counted at dispatch did not cross (a short READ). */
+void	sched_pace_refund(int dir, uint64_t n);
+/*
+ * Milliseconds until the request held by a limit may go, at least 1; -1
+ * when none is held, or it may go now.
+ */
+int	sched_pace_ms(void);
+
 /* Whether requests may be in flight at once (-T above 1). */
 int	sched_concurrent(void);
 /* Whether storage calls wait, of late: they go to workers. */

@@ -14,6 +14,7 @@
 #endif
 #include <sys/stat.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -549,9 +550,12 @@ serve(void)
 			want = WAIT_JOBS;
 			if (!holding && ibuf_can_read(&ib))
 				want |= WAIT_INPUT;
-			timeout = -1;
+			timeout = holding ? requests_paced_ms() : -1;
 		} else if (holding) {
-			continue;	/* it can start now */
+			/* It can start now, or when a limit (-b) lets it. */
+			if ((timeout = requests_paced_ms()) == -1)
+				continue;
+			want = 0;
 		} else if ((timeout = pipes_wait()) == 0) {
 			go_idle();
 			continue;
@@ -568,8 +572,9 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: %s [-AehRS] [-d start_directory] [-f log_facility] "
-	    "[-l log_level]\n\t[-L transfer_log] [-P denied_requests] "
+	    "usage: %s [-AehRS] [-b down[:up]] [-d start_directory]\n"
+	    "\t[-f log_facility] [-l log_level] [-L transfer_log] "
+	    "[-M dir_mode]\n\t[-m file_mode] [-P denied_requests] "
 	    "[-p allowed_requests]\n\t[-r root_directory] [-T storage_ops] "
 	    "[-u umask]\n"
 	    "       %s -Q protocol_feature\n", progname, progname);
@@ -699,6 +704,40 @@ sanitise_stdfd(void)
  * Reads the options into o and the session; -Q and -h answer and exit.
  * Errors are OpenSSH's, with its exit statuses.
  */
+#define OPTIONS	"b:d:f:L:l:M:m:P:p:Q:r:T:u:AcehRS"
+
+/*
+ * One rate of -b: a number of bytes per second, K, M or G after it for
+ * 2^10, 2^20, 2^30 (any case); 0 for none.  Returns 0, or -1 when s is not
+ * one, or is above 2^50.
+ */
+static int
+parse_rate(const char *s, size_t len, uint64_t *rate)
+{
+	static const char units[] = "kmg";
+	const char *u;
+	uint64_t v = 0;
+	size_t i;
+	int shift = 0;
+
+	for (i = 0; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+		v = v * 10 + (uint64_t)(s[i] - '0');
+		if (v > (uint64_t)1 << 50)
+			return -1;
+	}
+	if (i == 0)
+		return -1;
+	if (i + 1 == len && (u = strchr(units, tolower((unsigned char)s[i])))
+	    != NULL)
+		shift = 10 * (int)(u - units + 1);
+	else if (i != len)
+		return -1;
+	if (v > ((uint64_t)1 << 50) >> shift)
+		return -1;
+	*rate = v << shift;
+	return 0;
+}
+
 static void
 parse_options(int argc, char **argv, struct options *o)
 {
@@ -709,7 +748,7 @@ parse_options(int argc, char **argv, struct options *o)
 
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt(argc, argv, "d:f:L:l:P:p:Q:r:T:u:AcehRS")) != -1) {
+	while ((ch = getopt(argc, argv, OPTIONS)) != -1) {
 		switch (ch) {
 		case 'Q':
 			if (strcasecmp(optarg, "requests") != 0) {
@@ -779,6 +818,30 @@ parse_options(int argc, char **argv, struct options *o)
 			    end == optarg || (mask == 0 && errno != 0))
 				die("Invalid umask \"%s\"", optarg);
 			(void)umask((mode_t)mask);
+			break;
+		case 'b':
+			end = strchr(optarg, ':');
+			if (parse_rate(optarg, end != NULL ?
+			    (size_t)(end - optarg) : strlen(optarg),
+			    &sess.down_rate) == -1 || (end != NULL &&
+			    parse_rate(end + 1, strlen(end + 1),
+			    &sess.up_rate) == -1))
+				die("Invalid bandwidth limits \"%s\": "
+				    "DOWN[:UP], bytes per second, K, M or G "
+				    "after each", optarg);
+			break;
+		case 'm':
+		case 'M':
+			errno = 0;
+			mask = strtol(optarg, &end, 8);
+			if (mask < 0 || mask > 07777 || *end != '\0' ||
+			    end == optarg || errno != 0 || optarg[0] == '-' ||
+			    optarg[0] == '+' ||
+			    isspace((unsigned char)optarg[0]))
+				die("Invalid %s mode \"%s\": octal, 0 to 7777",
+				    ch == 'm' ? "file" : "directory", optarg);
+			*(ch == 'm' ? &sess.file_mode : &sess.dir_mode) =
+			    (int)mask;
 			break;
 		case 'h':
 		default:
@@ -855,6 +918,7 @@ sftp_server_main(int argc, char **argv)
 
 	memset(&sess, 0, sizeof sess);
 	sess.storage_ops = STORAGE_OPS_DEFAULT;
+	sess.file_mode = sess.dir_mode = -1;
 	sess.in = &ib;
 	sanitise_stdfd();
 	if (argc > 0 && argv[0] != NULL && argv[0][0] != '\0')
@@ -914,6 +978,9 @@ sftp_server_main(int argc, char **argv)
 		how = fs_upload_init();
 		verbose("atomic uploads: %s", how);
 	}
+	/* -m, -M: modes made exactly; the umask applied by hand elsewhere. */
+	if (sess.file_mode != -1 || sess.dir_mode != -1)
+		sess.mask = umask(0);
 	if (ibuf_init_pinned(&ib, IBUF_SOFT, IBUF_HARD) == -1 ||
 	    oq_init(&oq, OQ_SIZE) == -1 ||
 	    requests_init(&sess, &oq) == -1) {

@@ -427,6 +427,8 @@ put_event(size_t *off, const struct xfer_event *e)
 	if (e->placed != 0 && put_fmt(off, "placed", 0, "%s",
 	    e->placed > 0 ? "true" : "false") == -1)
 		return -1;
+	if (e->mode_forced && put_fmt(off, "mode_forced", 0, "true") == -1)
+		return -1;
 	return e->result == NULL ? 0 : put_str(off, "result", e->result);
 }
 

@@ -34,6 +34,8 @@ struct xfer_event {
 	int not_closed;		/* the close was not made: "closed":false */
 	/* -A: put in place ("placed":true) or not (-1: false); 0: left out */
 	int placed;
+	/* -m, -M: the mode was the option's ("mode_forced":true) */
+	int mode_forced;
 	const char *result;	/* "ok", or what went wrong */
 };
 

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.." || exit 1
 export SFTP_SERVER=${1:-${SFTP_SERVER:-$PWD/sftp-server}}
 PYTHON=${PYTHON:-/usr/bin/python3}
 # The longest first, so that N at once end together.
-SUITES=${SUITES:-"sshd guarantees hostile inflight ends parity race order confine-sftp faults atomic confine sftp raw xferlog sandbox"}
+SUITES=${SUITES:-"sshd guarantees hostile inflight ends parity race order confine-sftp faults atomic modes bwlimit confine sftp raw xferlog sandbox"}
 SUITE_JOBS=${SUITE_JOBS:-1}
 
 # suite_cmd NAME: the command of suite NAME in the array cmd.
@@ -32,6 +32,8 @@ suite_cmd() {
     ends)         cmd=("$PYTHON" tests/protocol/test_ends.py) ;;
     sandbox)      cmd=("$PYTHON" tests/protocol/test_sandbox.py) ;;
     atomic)       cmd=("$PYTHON" tests/protocol/test_atomic.py) ;;
+    modes)        cmd=("$PYTHON" tests/protocol/test_modes.py) ;;
+    bwlimit)      cmd=("$PYTHON" tests/protocol/test_bwlimit.py) ;;
     sftp)         cmd=(tests/clients/run-sftp.sh) ;;
     confine-sftp) cmd=(tests/clients/run-confine.sh) ;;
     parity)       cmd=(tests/clients/run-parity.sh) ;;
