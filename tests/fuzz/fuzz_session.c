@@ -48,6 +48,9 @@
  *			50 us), when stdout is a pipe: the server's writes
  *			block, and a signal (below) may cut one short
  *	0x00400000	-A: atomic uploads
+ *	0x00800000	-m 0640 -M 0750: forced modes
+ *	0x01000000	-b 2M:2M: bandwidth limits (a READ or WRITE
+ *			past 100 KiB in 50 ms is held)
  *
  * Storage that waits: the jail's tmpfs never makes a call wait, so the
  * server would make every storage call in its loop, none in its workers
@@ -160,6 +163,8 @@
 #define CFG_OPS_SHIFT	19
 #define CFG_SLOW_READER	0x00200000
 #define CFG_ATOMIC	0x00400000
+#define CFG_MODES	0x00800000
+#define CFG_BWLIMIT	0x01000000
 
 /* The ids of storage that waits (see above). */
 #define WAIT_UNITS	0x0000000f
@@ -649,6 +654,16 @@ make_argv(uint32_t cfg, char **argv)
 		argv[argc++] = "-R";
 	if (cfg & CFG_ATOMIC)
 		argv[argc++] = "-A";
+	if (cfg & CFG_MODES) {
+		argv[argc++] = "-m";
+		argv[argc++] = "0640";
+		argv[argc++] = "-M";
+		argv[argc++] = "0750";
+	}
+	if (cfg & CFG_BWLIMIT) {
+		argv[argc++] = "-b";
+		argv[argc++] = "2M:2M";
+	}
 	if (cfg & CFG_DENY) {
 		argv[argc++] = "-P";
 		argv[argc++] = "write,remove,rename,posix-rename,hardlink,"
@@ -790,7 +805,7 @@ copy_trace(void)
 static void
 run_session(void)
 {
-	char *argv[24];
+	char *argv[32];
 	uint32_t cfg;
 	int argc, out, keep;
 

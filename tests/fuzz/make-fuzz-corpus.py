@@ -63,6 +63,8 @@ OPS_4 = 2 << 19
 OPS_128 = 3 << 19
 CFG_SLOW_READER = 0x00200000
 CFG_ATOMIC = 0x00400000
+CFG_MODES = 0x00800000
+CFG_BWLIMIT = 0x01000000
 
 # Request ids under CFG_WAIT: what the storage of the request's job does.
 WAIT_HANG = 0x40000000
@@ -910,13 +912,12 @@ def s_atomic():
     return s
 
 
-def atomic(make, cfg=0):
-    """A session of make's under -A (and cfg)."""
+def configured(make, cfg):
+    """A session of make's with the options of cfg's bits as well."""
     def variant():
         s = make()
         version = struct.unpack(">I", s.parts[0][5:9])[0]
-        s.parts[0] = s.parts[0][:5] + u32(version | CFG_ATOMIC | cfg) + \
-            s.parts[0][9:]
+        s.parts[0] = s.parts[0][:5] + u32(version | cfg) + s.parts[0][9:]
         return s
     return variant
 
@@ -977,10 +978,15 @@ SESSIONS = [
     ("write-offsets", s_write_offsets),
     ("bug-copy-data-append-woff", bug_copy_data_append_woff),
     ("atomic", s_atomic),
-    ("atomic-confined", atomic(s_atomic, CFG_ROOT)),
-    ("atomic-open-flags", atomic(s_open_flags)),
-    ("atomic-file-io", atomic(s_file_io)),
-    ("atomic-readonly", atomic(s_readonly)),
+    ("atomic-confined", configured(s_atomic, CFG_ROOT)),
+    ("atomic-open-flags", configured(s_open_flags, CFG_ATOMIC)),
+    ("atomic-file-io", configured(s_file_io, CFG_ATOMIC)),
+    ("atomic-readonly", configured(s_readonly, CFG_ATOMIC)),
+    ("modes", configured(s_setstat, CFG_MODES)),
+    ("modes-dirs", configured(s_dirs, CFG_MODES)),
+    ("modes-atomic-confined", configured(s_atomic, CFG_MODES | CFG_ROOT)),
+    ("bwlimit-file-io", configured(s_file_io, CFG_BWLIMIT)),
+    ("bwlimit-big-reads", configured(s_big_reads, CFG_BWLIMIT)),
 ]
 
 # fuzz-corpus/session-wait/: storage that waits.
@@ -1004,10 +1010,13 @@ WAIT_SESSIONS += [("wait-" + name, waiting(make)) for name, make in SESSIONS
                   if name in WAITING]
 WAIT_SESSIONS += [
     ("wait-atomic", waiting(s_atomic)),
-    ("wait-atomic-open-close", atomic(w_open_close)),
-    ("wait-atomic-writes", atomic(w_writes)),
-    ("wait-atomic-signal-in-flight", atomic(w_signal_in_flight)),
-    ("wait-atomic-signal-hang-close", atomic(w_signal_hang_close)),
+    ("wait-atomic-open-close", configured(w_open_close, CFG_ATOMIC)),
+    ("wait-atomic-writes", configured(w_writes, CFG_ATOMIC)),
+    ("wait-atomic-signal-in-flight", configured(w_signal_in_flight, CFG_ATOMIC)),
+    ("wait-atomic-signal-hang-close", configured(w_signal_hang_close, CFG_ATOMIC)),
+    ("wait-bwlimit-writes", configured(w_writes, CFG_BWLIMIT)),
+    ("wait-bwlimit-signal-in-flight", configured(w_signal_in_flight,
+                                                 CFG_BWLIMIT)),
 ]
 
 
