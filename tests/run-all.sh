@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.." || exit 1
 export SFTP_SERVER=${1:-${SFTP_SERVER:-$PWD/sftp-server}}
 PYTHON=${PYTHON:-/usr/bin/python3}
 # The longest first, so that N at once end together.
-SUITES=${SUITES:-"sshd guarantees hostile inflight ends parity race order confine-sftp faults atomic modes bwlimit confine sftp raw xferlog sandbox"}
+SUITES=${SUITES:-"sshd sshd-atomic guarantees hostile inflight ends parity race order confine-sftp faults atomic modes bwlimit confine sftp raw xferlog sandbox"}
 SUITE_JOBS=${SUITE_JOBS:-1}
 
 # suite_cmd NAME: the command of suite NAME in the array cmd.
@@ -38,6 +38,7 @@ suite_cmd() {
     confine-sftp) cmd=(tests/clients/run-confine.sh) ;;
     parity)       cmd=(tests/clients/run-parity.sh) ;;
     sshd)         cmd=(tests/sshd/run-sshd.sh) ;;
+    sshd-atomic)  cmd=(env SFTP_SERVER_ARGS=-A tests/sshd/run-sshd.sh) ;;
     xferlog)      cmd=(tests/sshd/run-xferlog.sh) ;;
     *)            echo "run-all: unknown suite $1" >&2; exit 2 ;;
     esac

@@ -31,6 +31,9 @@ Checks:
   symlink_followed          an upload through a symlink replaces the file
                             it names, and the symlink stays; under -r an
                             absolute symlink and ".." stay beneath the root
+  filepart_then_rename      as WinSCP: an upload to NAME.filepart, its
+                            CLOSE, then a RENAME (and a posix-rename) over
+                            NAME: the file whole under NAME, nothing else
   resume_in_place           an OPEN that neither creates nor truncates
                             writes in place, seen at once
   last_close_wins           two sessions upload one name: the last CLOSE
@@ -432,6 +435,23 @@ def test_symlink_followed(ctx):
         expect(os.path.islink(ctx.path("root", os.path.basename(name))),
                "%s: no longer a symlink" % name)
     expect_eq("beside the root", names(ctx), ["root"])
+
+
+@test
+def test_filepart_then_rename(ctx):
+    ctx.write("t", b"old")
+    ctx.write("u", b"old")
+    srv = ctx.server()
+    for name, rename in (("t", req_rename), ("u", req_posix_rename)):
+        data = blob(30 + len(name), 3 << 20)
+        h = srv.open(name + ".filepart", UP)
+        send_writes(srv, h, data, 0, len(data))
+        ok(srv.call(req_close(h)), "CLOSE")
+        if rename is req_rename:
+            ok(srv.call(req_remove(name)), "REMOVE")
+        ok(srv.call(rename(name + ".filepart", name)), "RENAME")
+        expect(ctx.read(name) == data, "%s: not the upload" % name)
+    expect_eq("the directory", names(ctx), ["t", "u"])
 
 
 @test

@@ -11,6 +11,8 @@
 # Usage: tests/sshd/run-sshd.sh
 #   SFTP_SERVER   server binary (absolute path); default: sftp-server in the
 #                 repository root
+#   SFTP_SERVER_ARGS  more options of the server in the clients' part (1 to
+#                 5 below), as -A: the clients' checks hold with them too
 #
 # Never reads or changes /etc/ssh and never touches the machine's own sshd.
 # As root it creates /run/sshd if missing (sshd's privilege separation
@@ -135,7 +137,8 @@ make_tree() {     # make_tree DIR: a small tree of files, empty ones, subdirs
 }
 
 START=$SECONDS
-start main -d "$R" || { summary; exit 1; }
+# shellcheck disable=SC2086 # the options, split
+start main -d "$R" ${SFTP_SERVER_ARGS:-} || { summary; exit 1; }
 
 # ---------------------------------------------------------------------------
 # 1. OpenSSH sftp
