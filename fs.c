@@ -1558,8 +1558,10 @@ fs_upload_open(const char *path, int flags, mode_t mode, struct fs_upload *u)
 		goto fail;
 	if (old != -1) {
 		/* As install(1): the owner where it may, then the mode. */
-		if (fchown(fd, st.st_uid, st.st_gid) == -1)
-			(void)fchown(fd, (uid_t)-1, st.st_gid);
+		if (fchown(fd, st.st_uid, st.st_gid) == -1 &&
+		    fchown(fd, (uid_t)-1, st.st_gid) == -1) {
+			/* The session's own owner and group stay. */
+		}
 		(void)fchmod(fd, st.st_mode & 07777);
 		(void)close(old);
 	}
