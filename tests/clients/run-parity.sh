@@ -249,13 +249,19 @@ cli() {
     done
     local part msg ref
     local parts="rc out err"
-    # Documented exception: -r (confinement), -L (the transfer log), -S
-    # (no sandbox) and -T (storage operations in flight) are this server's
-    # own options, so its usage text names them and OpenSSH's does not;
-    # without them its third line joins the second, as OpenSSH's has it.
+    # Documented exception: -A (atomic uploads), -b (bandwidth limits),
+    # -L (the transfer log), -M and -m (forced modes), -r (confinement),
+    # -S (no sandbox) and -T (storage operations in flight) are this
+    # server's own options, so its usage text names them and OpenSSH's does
+    # not; without them, its lines joined and broken again before
+    # [-P denied_requests], it is OpenSSH's.
     if [ -z "${CLI_OWN_USAGE:-}" ]; then
-        sed -e ':a' -e 'N' -e '$!ba' -e 's/\[-L transfer_log\] //; s/\[-ehRS\]/[-ehR]/' \
-            -e 's/\n\t\[-r root_directory\] \[-T storage_ops\] / /' "$RES/cli.test.err" > "$RES/cli.test.err.tmp" &&
+        sed -e ':a' -e 'N' -e '$!ba' -e 's/\n\t/ /g' \
+            -e 's/\[-AehRS\]/[-ehR]/; s/\[-b down\[:up\]\] //; s/\[-L transfer_log\] //' \
+            -e 's/\[-M dir_mode\] //; s/\[-m file_mode\] //' \
+            -e 's/\[-r root_directory\] //; s/\[-T storage_ops\] //' \
+            -e 's/ \[-P denied_requests\]/\n\t[-P denied_requests]/' \
+            "$RES/cli.test.err" > "$RES/cli.test.err.tmp" &&
             mv "$RES/cli.test.err.tmp" "$RES/cli.test.err"
     fi
     [ -n "${CLI_SYSLOG:-}" ] && parts="$parts syslog"
