@@ -419,11 +419,12 @@ def test_symlink_followed(ctx):
     os.symlink("sub/t", ctx.path("root", "rel"))
     os.symlink("/sub/t", ctx.path("root", "abs"))
     os.symlink("../../../outside", ctx.path("root", "up"))
-    for i, (args, name, where) in enumerate(((["-r", ctx.path("root")], "abs",
-                               "root/sub/t"),
-                              (["-r", ctx.path("root")], "up",
-                               "root/outside"),
-                              ([], "root/rel", "root/sub/t"))):
+    cases = [(["-r", ctx.path("root")], "abs", "root/sub/t"),
+             (["-r", ctx.path("root")], "up", "root/outside"),
+             ([], "root/rel", "root/sub/t")]
+    if suite.emulator():    # it has no openat2(2): no -r
+        cases = cases[2:]
+    for i, (args, name, where) in enumerate(cases):
         srv = ctx.server(args)
         data = blob(20 + i, 3000)
         h = srv.open(name, UP)
@@ -435,6 +436,8 @@ def test_symlink_followed(ctx):
         expect(os.path.islink(ctx.path("root", os.path.basename(name))),
                "%s: no longer a symlink" % name)
     expect_eq("beside the root", names(ctx), ["root"])
+    if suite.emulator():
+        return "-r left out: %s emulates no openat2(2)" % suite.emulator()
 
 
 @test
