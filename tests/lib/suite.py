@@ -13,6 +13,7 @@ contains one of the arguments (all of them without arguments).
 """
 
 import atexit
+import json
 import os
 import platform
 import re
@@ -163,6 +164,19 @@ def expect_type(reply, cls, what="reply"):
     if not isinstance(reply, cls):
         raise Failure("%s: expected %s, got %r" % (what, cls.__name__, reply))
     return reply
+
+
+def expect_ok(reply, what):
+    """The reply is a STATUS with code 0 (SSH_FX_OK)."""
+    expect_type(reply, sftpwire.Status, what)
+    expect_eq(what, reply.code, sftpwire.SSH_FX_OK)
+    return reply
+
+
+def json_lines(path):
+    """The JSON objects of a file of one per line (a transfer log)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def expect_alive(srv, what="after it"):

@@ -60,7 +60,6 @@ Prints one line per check, then "N passed, M failed[, K skipped]"; exits 1
 if any failed.
 """
 
-import json
 import multiprocessing
 import os
 import shutil
@@ -76,7 +75,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 
 from sftpwire import *  # noqa: E402,F401,F403
 import suite  # noqa: E402
-from suite import Failure, Skip, expect, expect_eq, expect_type, test  # noqa
+from suite import (  # noqa: E402
+    Failure, Skip, expect, expect_eq, expect_type, test)
+from suite import expect_ok as ok, json_lines as records  # noqa: E402
 
 SERVER_ARGV = server_argv()
 SHIM_SOURCE = os.path.join(HERE, "shim_fs_faults.c")
@@ -132,10 +133,6 @@ class Ctx:
             srv.kill()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-
-def ok(reply, what):
-    expect_type(reply, Status, what)
-    expect_eq(what, reply.code, SSH_FX_OK)
 
 
 def blob(seed, n):
@@ -512,10 +509,6 @@ def test_readonly(ctx):
     expect_eq("OPEN under -R", reply.code, SSH_FX_PERMISSION_DENIED)
     expect_eq("the directory", names(ctx), [])
 
-
-def records(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 @test

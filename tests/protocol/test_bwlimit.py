@@ -48,7 +48,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 
 from sftpwire import *  # noqa: E402,F401,F403
 import suite  # noqa: E402
-from suite import Failure, Skip, expect, expect_eq, expect_type, test  # noqa
+from suite import (  # noqa: E402
+    Failure, Skip, expect, expect_eq, expect_type, test)
+from suite import expect_ok as ok, json_lines as records  # noqa: E402
 
 SERVER_ARGV = server_argv()
 MIB = 1 << 20
@@ -80,10 +82,6 @@ class Ctx:
             srv.kill()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-
-def ok(reply, what):
-    expect_type(reply, Status, what)
-    expect_eq(what, reply.code, SSH_FX_OK)
 
 
 def pipelined(srv, reqs, depth=64):

@@ -38,7 +38,6 @@ Prints one line per check, then "N passed, M failed[, K skipped]"; exits 1
 if any failed.
 """
 
-import json
 import os
 import shutil
 import stat
@@ -52,7 +51,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 
 from sftpwire import *  # noqa: E402,F401,F403
 import suite  # noqa: E402
-from suite import Failure, Skip, expect, expect_eq, expect_type, test  # noqa
+from suite import (  # noqa: E402
+    Failure, Skip, expect, expect_eq, expect_type, test)
+from suite import expect_ok as ok, json_lines as records  # noqa: E402
 
 SERVER_ARGV = server_argv()
 UP = SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC
@@ -81,10 +82,6 @@ class Ctx:
             srv.kill()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-
-def ok(reply, what):
-    expect_type(reply, Status, what)
-    expect_eq(what, reply.code, SSH_FX_OK)
 
 
 def make(srv, name, perm, flags=UP):
@@ -169,10 +166,6 @@ def test_atomic_uploads(ctx):
               (0o640, 0o604))
     expect_eq("the directory", sorted(os.listdir(ctx.tmp)), ["new", "old"])
 
-
-def records(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 @test
