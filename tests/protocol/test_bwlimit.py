@@ -39,7 +39,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the tree
@@ -48,9 +47,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 
 from sftpwire import *  # noqa: E402,F401,F403
 import suite  # noqa: E402
-from suite import (  # noqa: E402
-    Failure, Skip, expect, expect_eq, expect_type, test)
-from suite import expect_ok as ok, json_lines as records  # noqa: E402
+from suite import Skip, expect, expect_eq, expect_type, test  # noqa: E402
+from suite import expect_ok as ok  # noqa: E402
 
 SERVER_ARGV = server_argv()
 MIB = 1 << 20

@@ -51,8 +51,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 
 from sftpwire import *  # noqa: E402,F401,F403
 import suite  # noqa: E402
-from suite import (  # noqa: E402
-    Failure, Skip, expect, expect_eq, expect_type, test)
+from suite import expect_eq, expect_type, test  # noqa: E402
 from suite import expect_ok as ok, json_lines as records  # noqa: E402
 
 SERVER_ARGV = server_argv()
