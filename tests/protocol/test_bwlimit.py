@@ -16,12 +16,14 @@ Checks:
   upload_never_faster     the same for WRITEs under -b 0:2M, the file
                           whole
   one_direction           -b 1M limits downloads only: an upload of
-                          8 MiB is not held; -b 0:1M the other way round
+                          8 MiB is not held (under 6 s, not 8); -b 0:1M
+                          the other way round
   short_reads_given_back  READs past the end of a 1 KiB file, 256 KiB
                           asked for each, under -b 100K: only the bytes
-                          sent count (else 40 of them would take 100 s)
+                          sent count (under 30 s; counted, 40 of them
+                          would take 100 s)
   copy_data_check_file    copy-data and check-file of 16 MiB under
-                          -b 1M:1M are not counted
+                          -b 1M:1M are not counted (under 12 s, not 16)
   upload_memory           sftp put of 24 MiB under -b 0:1M: the server's
                           resident memory stays within its buffers (the
                           input it does not take waits in the pipe)
@@ -150,7 +152,7 @@ def test_one_direction(ctx):
                              for off in range(0, len(data), CHUNK)]):
         ok(r, "WRITE")
     up = time.monotonic() - t0
-    expect(up < 4, "-b 1M: an upload of 8 MiB took %.1f s: held" % up)
+    expect(up < 6, "-b 1M: an upload of 8 MiB took %.1f s: held" % up)
     srv.close()
     srv = ctx.server(["-b", "0:1M"])
     h = srv.open("f", SSH_FXF_READ)
@@ -158,7 +160,7 @@ def test_one_direction(ctx):
     pipelined(srv, [req_read(h, off, CHUNK)
                     for off in range(0, len(data), CHUNK)])
     down = time.monotonic() - t0
-    expect(down < 4, "-b 0:1M: a download of 8 MiB took %.1f s: held" %
+    expect(down < 6, "-b 0:1M: a download of 8 MiB took %.1f s: held" %
            down)
     return "upload %.2f s, download %.2f s (8 s at the other limit)" % (
         up, down)
@@ -178,7 +180,7 @@ def test_short_reads_given_back(ctx):
     for r in replies[1:]:
         expect_type(r, Status, "READ past the end")
         expect_eq("READ past the end", r.code, SSH_FX_EOF)
-    expect(secs < 20, "40 READs of a 1 KiB file took %.1f s under -b 100K: "
+    expect(secs < 30, "40 READs of a 1 KiB file took %.1f s under -b 100K: "
            "the bytes not sent were counted" % secs)
 
 
@@ -198,7 +200,7 @@ def test_copy_data_check_file(ctx):
     expect_type(ck, ExtendedReply, "check-file-handle")
     expect(hashlib.sha256(data).digest() in ck.data, "check-file: not the "
            "file's digest")
-    expect(secs < 8, "copy-data and check-file of 16 MiB took %.1f s under "
+    expect(secs < 12, "copy-data and check-file of 16 MiB took %.1f s under "
            "-b 1M:1M: counted" % secs)
     with open(ctx.path("g"), "rb") as f:
         expect(f.read() == data, "the copy differs")
