@@ -132,7 +132,7 @@ run_suites() {
         fi
         # The suite's failures and skips; the calls suite's lines are its
         # report, and the atomic suite's line on where uploads go.
-        printf '%s\n' "$out" | grep -E '^(FAIL|skip) |^ok - calls: |^ok - where_uploads_go: ' |
+        printf '%s\n' "$out" | grep -E '^(FAIL|skip) |^ok - calls: |^ok - (where_uploads_go|reader_sees_whole_files): ' |
             sed 's/^/    /'
         [ "$s" = probe ] && rm -rf "$PROBE"
     done
