@@ -1531,6 +1531,7 @@ fs_upload_open(const char *path, int flags, mode_t mode, struct fs_upload *u)
 
 	u->atomic = 0;
 	u->placed = 0;
+	u->broken = 0;
 	u->dirfd = -1;
 	if ((flags & O_ACCMODE) == O_RDONLY || !(flags & (O_CREAT | O_TRUNC)))
 		return fs_open(path, flags, mode);
@@ -1630,7 +1631,10 @@ fs_upload_commit(int fd, struct fs_upload *u)
 {
 	int r;
 
-	if (guard_entry(u->dirfd, u->name, u->name) == -1)
+	if (u->broken != 0) {
+		errno = u->broken;	/* partial: never under the name */
+		r = -1;
+	} else if (guard_entry(u->dirfd, u->name, u->name) == -1)
 		r = -1;
 	else if (u->unnamed) {
 		r = link_unnamed(fd, u->dirfd, u->name);

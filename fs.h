@@ -144,6 +144,7 @@ struct fs_upload {
 	int excl;		/* O_EXCL: never replaces a file */
 	int placed;		/* fs_upload_commit() put it in place */
 	int replaced;		/* a file was there: it takes its mode */
+	int broken;		/* a write into it failed (its errno) */
 	char name[NAME_MAX + 1];	/* the target's name in dirfd */
 	char tmp[NAME_MAX + 1];		/* the hidden name, when named */
 };
@@ -165,9 +166,10 @@ int	fs_upload_open(const char *path, int flags, mode_t mode,
 	    struct fs_upload *u);
 /*
  * Puts the upload open on fd in place under its target's name (replacing
- * a file there unless u->excl) and closes u's directory.  On failure the
- * upload is discarded (fs_upload_discard()).  fd stays open.  Returns 0,
- * or -1 with errno.  As fs_upload_open().
+ * a file there unless u->excl) and closes u's directory.  On failure, or
+ * when a write into it failed (u->broken, its errno then), the upload is
+ * discarded (fs_upload_discard()).  fd stays open.  Returns 0, or -1 with
+ * errno.  As fs_upload_open().
  */
 int	fs_upload_commit(int fd, struct fs_upload *u);
 /* Removes a hidden name, closes u's directory: the target is untouched. */

@@ -1177,6 +1177,17 @@ write_full(struct handle *h, const uint8_t *buf, size_t len, off_t off)
 	    (h->flags & O_APPEND) ? FILEIO_APPEND : off, &h->bytes_written);
 }
 
+/*
+ * A write into h's file failed with e: an atomic upload (-A) is partial,
+ * and its CLOSE discards it.
+ */
+static void
+upload_broken(struct handle *h, int e)
+{
+	if (h->up != NULL && h->up->broken == 0)
+		h->up->broken = e;
+}
+
 /* What WRITE answers after r (-1: errno e), in the log too. */
 static uint32_t
 write_result(struct handle *h, uint64_t off, uint32_t len, int r, int e)
@@ -1186,6 +1197,7 @@ write_result(struct handle *h, uint64_t off, uint32_t len, int r, int e)
 		    h->path, strerror(e));
 		if (h->io_errno == 0)
 			h->io_errno = e;
+		upload_broken(h, e);
 		return errno_to_status(e);
 	}
 	if (!(h->flags & O_APPEND))
@@ -2084,6 +2096,7 @@ copy_range(struct handle *rh, uint64_t roff, struct handle *wh,
 	if (r == FILEIO_STOP)
 		return STOP;
 	if (r == -1) {
+		upload_broken(wh, errno);
 		error(OPENSSH_FN("process_extended_copy_data")
 		    "copy failed: %s", strerror(errno));
 		return errno_to_status(errno);

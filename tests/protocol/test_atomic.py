@@ -22,6 +22,9 @@ Checks:
   client_leaves, sigterm    the client closes the pipes, or SIGTERM,
                             halfway: the old file and nothing else, with
                             unnamed files and with hidden names
+  failed_write_discards     a WRITE into the upload fails (ESTALE, from
+                            shim_fs_faults.c): its CLOSE fails with it and
+                            the old file stays, nothing else
   own_handle                through the upload's handle: READ, FSTAT,
                             FSETSTAT, fsync, check-file and copy-data act
                             on the upload; STAT, LSTAT, READDIR and an OPEN
@@ -353,6 +356,23 @@ def test_sigterm(ctx):
     env = ctx.shimmed(TMPFILE="EOPNOTSUPP")
     expect_eq("left after SIGTERM (hidden names)",
               killed_midway(ctx, "term", env=env), ["t"])
+
+
+@test
+def test_failed_write_discards(ctx):
+    ctx.write("t", b"old")
+    srv = ctx.server(env=ctx.shimmed(ESTALE_PREFIX=ctx.tmp))
+    h = srv.open("t", UP)
+    reply = srv.call(req_write(h, 0, b"never whole"))
+    expect_type(reply, Status, "WRITE")
+    expect(reply.code != SSH_FX_OK, "the WRITE did not fail: the shim did "
+           "not reach the upload")
+    reply = srv.call(req_close(h))
+    expect_type(reply, Status, "CLOSE")
+    expect_eq("CLOSE of an upload whose WRITE failed", reply.code,
+              SSH_FX_FAILURE)
+    expect_eq("the target", ctx.read("t"), b"old")
+    expect_eq("the directory", names(ctx), ["t"])
 
 
 @test
