@@ -213,6 +213,8 @@ struct sb_prog {
 #define SB_MADV_FREE		8
 #define SB_MREMAP_MAYMOVE	1
 #define SB_RENAME_NOREPLACE	1
+#define SB_AT_SYMLINK_FOLLOW	0x400
+#define SB_AT_EMPTY_PATH	0x1000
 #define SB_FUTEX_WAIT		0
 #define SB_FUTEX_WAKE		1
 #define SB_FUTEX_REQUEUE	3
@@ -533,7 +535,8 @@ static const struct rule rules[] = {
 #ifdef __NR_link
 	ALLOW(link),		/* hardlink@openssh.com without -r */
 #endif
-	ALLOW(linkat),		/* the same under -r */
+	/* The same under -r; -A names its unnamed uploads (see link_rows). */
+	ALLOW_IF(linkat, ONE_OF(4, 0, SB_AT_SYMLINK_FOLLOW, SB_AT_EMPTY_PATH)),
 #ifdef __NR_symlink
 	ALLOW(symlink),		/* SYMLINK without -r */
 #endif
@@ -1171,8 +1174,18 @@ emit_rule(struct prog *p, const struct rule *r, uint32_t pid,
  * its row does not allow are trapped (see TRAP_OFF_LIST); without (no
  * handler), they fail with ENOSYS and EPERM, unlogged.
  */
+/*
+ * Without -A, linkat(2) is held to the flags of hardlink@openssh.com (0):
+ * no descriptor is linked by AT_EMPTY_PATH, nor through /proc, which only
+ * an unnamed upload needs (fs.c).  This row comes first, and decides.
+ */
+static const struct rule link_rows[] = {
+	ALLOW_IF(linkat, ONE_OF(4, 0)),
+};
+
 static void
-build_filter(struct prog *p, uint32_t pid, int confined, int trap)
+build_filter(struct prog *p, uint32_t pid, int confined, int uploads,
+    int trap)
 {
 	struct rule r = { 0, NULL, R_REFUSE, NULL, 0 };
 	uint32_t off_list = trap ? RET_TRAP | TRAP_OFF_LIST :
@@ -1196,6 +1209,8 @@ build_filter(struct prog *p, uint32_t pid, int confined, int trap)
 		r.nr = not_under_r[i];
 		emit_rule(p, &r, pid, bad_args);
 	}
+	if (!uploads)
+		emit_rule(p, &link_rows[0], pid, bad_args);
 	for (size_t i = 0; i < NRULES; i++)
 		if (!shadowed(i))
 			emit_rule(p, &rules[i], pid, bad_args);
@@ -1298,9 +1313,12 @@ sandbox_report(void)
 		    "the list");
 }
 
-/* Installs the filter, for -r when confined; returns 0, or -1 with errno. */
+/*
+ * Installs the filter, for -r when confined and -A when uploads; returns 0,
+ * or -1 with errno.
+ */
 static int
-seccomp_enter(int confined)
+seccomp_enter(int confined, int uploads)
 {
 	struct sigaction sa;
 	struct sb_prog fprog;
@@ -1317,7 +1335,7 @@ seccomp_enter(int confined)
 	if ((p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 	    MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
 		return -1;
-	build_filter(p, (uint32_t)getpid(), confined, trap);
+	build_filter(p, (uint32_t)getpid(), confined, uploads, trap);
 	fprog.len = (unsigned short)p->len;
 	fprog.filter = p->insn;
 	r = prctl(PR_SET_SECCOMP, SB_SECCOMP_MODE_FILTER, &fprog, 0, 0);
@@ -1328,9 +1346,10 @@ seccomp_enter(int confined)
 }
 #else
 static int
-seccomp_enter(int confined)
+seccomp_enter(int confined, int uploads)
 {
 	(void)confined;
+	(void)uploads;
 	errno = ENOTSUP;
 	return -1;
 }
@@ -1500,7 +1519,7 @@ landlock_part(const char *root, char *desc, size_t size)
 }
 
 void
-sandbox_enter(const char *root)
+sandbox_enter(const char *root, int uploads)
 {
 	char ll[128], sc[128];
 	int abi;
@@ -1531,7 +1550,7 @@ sandbox_enter(const char *root)
 	if (SB_TSAN)
 		(void)snprintf(sc, sizeof sc, "seccomp filter left out "
 		    "(a ThreadSanitizer build)");
-	else if (seccomp_enter(root != NULL) == 0)
+	else if (seccomp_enter(root != NULL, uploads) == 0)
 		(void)snprintf(sc, sizeof sc, "seccomp filter on");
 #ifdef HAVE_FILTER
 	else
@@ -1550,9 +1569,10 @@ sandbox_enter(const char *root)
 }
 #else
 void
-sandbox_enter(const char *root)
+sandbox_enter(const char *root, int uploads)
 {
 	(void)root;
+	(void)uploads;
 	verbose("sandbox: none on this system");
 }
 

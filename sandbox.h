@@ -10,13 +10,14 @@
 
 /*
  * Confines the process for the rest of its life.  root is the -r directory,
- * or NULL.  First loads what user and group lookups need (the name
- * service's modules) while loading is still allowed.  What the kernel lacks
+ * or NULL; uploads, whether -A names unnamed files (linkat(2)'s flags).
+ * First loads what user and group lookups need (the name service's
+ * modules) while loading is still allowed.  What the kernel lacks
  * is left out: this never fails and never stops the session.  Logs at
  * VERBOSE what is in force, and at ERROR when root is given and Landlock
  * cannot keep files beneath it.
  */
-void	sandbox_enter(const char *root);
+void	sandbox_enter(const char *root, int uploads);
 
 /*
  * Logs at ERROR each system call that the filter trapped since the last

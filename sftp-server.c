@@ -996,7 +996,7 @@ sftp_server_main(int argc, char **argv)
 	if (o.no_sandbox)
 		verbose("sandbox: off (-S)");
 	else
-		sandbox_enter(o.root != NULL ? rootdir : NULL);
+		sandbox_enter(o.root != NULL ? rootdir : NULL, sess.atomic);
 	serve();
 	return SESSION_OK;
 }

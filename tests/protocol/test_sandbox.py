@@ -88,7 +88,8 @@ NR = {
              "readlink": 89, "chmod": 90, "chown": 92, "lchown": 94,
              "truncate": 76, "mkdir": 83, "rmdir": 84, "unlink": 87,
              "rename": 82, "link": 86, "symlink": 88, "setsockopt": 54,
-             "getsockopt": 55, "fcntl": 72, "madvise": 28, "getppid": 110},
+             "getsockopt": 55, "fcntl": 72, "madvise": 28, "getppid": 110,
+             "linkat": 265},
     I386: {"close": 6, "mmap": 192, "socket": 359, "getpid": 20,
            "execve": 11, "kill": 37, "ptrace": 26, "openat": 295,
            "socketcall": 102, "connect": 362, "stat": 195, "lstat": 196,
@@ -96,7 +97,7 @@ NR = {
            "lchown": 198, "truncate": 92, "mkdir": 39, "rmdir": 40,
            "unlink": 10, "rename": 38, "link": 9, "symlink": 83,
            "setsockopt": 366, "getsockopt": 365, "fcntl": 221,
-           "madvise": 219, "getppid": 64},
+           "madvise": 219, "getppid": 64, "linkat": 303},
 }
 X32_BIT = 0x40000000
 SYS_SOCKET = 1      # socketcall(2)'s socket(2)
@@ -108,6 +109,7 @@ F_GETFL, F_SETFL, F_SETOWN, F_SETSIG, F_SETLEASE, F_NOTIFY = \
 O_ASYNC, O_NONBLOCK = 0o20000, 0o4000
 MADV_DONTNEED, MADV_MERGEABLE, MADV_HWPOISON = 4, 12, 100
 SOL_SOCKET, SO_SNDBUF = 1, 7
+AT_FDCWD, AT_SYMLINK_FOLLOW, AT_EMPTY_PATH = -100, 0x400, 0x1000
 PTRACE_ATTACH = 16
 O_RDONLY, O_WRONLY, O_WRONLY_CREAT, O_TRUNC = 0, 0o1, 0o101, 0o1000
 AT_FDCWD = -100
@@ -492,6 +494,40 @@ def test_commands_and_flags_held_to_those_in_use(ctx):
         "sandbox: system call %d (%s) refused: arguments not on the list" %
         (nr[name], label) for name, label in
         (("fcntl", fcntl), ("socket", "socket"), ("madvise", "madvise"))])
+
+
+@test
+def test_linkat_flags_only_under_A(ctx):
+    """From inside the live server: linkat(2) of a descriptor (stdin) to a
+    name with AT_EMPTY_PATH, and of /proc/self/fd/0 with AT_SYMLINK_FOLLOW:
+    EPERM without -A, and the log names the call once; under -A, whose
+    unnamed uploads are named so, the filter lets them through to the
+    kernel (which will not link a pipe: no name is made either way)."""
+    calls = (("linkat", 0, "", AT_FDCWD, "linked", AT_EMPTY_PATH),
+             ("linkat", AT_FDCWD, "/proc/self/fd/0", AT_FDCWD, "linked2",
+              AT_SYMLINK_FOLLOW))
+    srv = ctx.server()
+    r = inject(srv, *calls)
+    expect_errno("linkat(AT_EMPTY_PATH) without -A", r[0], errno.EPERM)
+    expect_errno("linkat(AT_SYMLINK_FOLLOW) without -A", r[1], errno.EPERM)
+    expect_alive(srv, "after the calls")
+    srv.call(req_realpath("."))     # the loop reports what was refused
+    expect_eq("exit status at the end of input", srv.close(), 0)
+    expect_eq("the log's lines about them", refused_lines(srv), [
+        "sandbox: system call %d (linkat) refused: arguments not on the "
+        "list" % NR[elf_machine(SERVER)]["linkat"]])
+    srv = ctx.server(["-A"])
+    r = inject(srv, *calls)
+    for what, got in (("AT_EMPTY_PATH", r[0]),
+                      ("AT_SYMLINK_FOLLOW", r[1])):
+        expect(got != -errno.EPERM, "linkat(%s) under -A: the filter "
+               "refused it" % what)
+    srv.call(req_realpath("."))
+    expect_eq("exit status at the end of input", srv.close(), 0)
+    expect_eq("the log's lines about them", refused_lines(srv), [])
+    for n in ("linked", "linked2"):
+        expect(not os.path.lexists(os.path.join(ctx.root, n)),
+               "a name %s was made" % n)
 
 
 def refused_lines(srv):

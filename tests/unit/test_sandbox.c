@@ -54,13 +54,14 @@ static struct prog prog;
 
 /*
  * Before each test: the generated filter, as the server installs it with
- * its handler and without -r (the tests of other programs build their own).
+ * its handler, without -r and with -A, whose rows are the table's (the
+ * tests of other programs build their own).
  */
 static int
 default_program(void **state)
 {
 	(void)state;
-	build_filter(&prog, PID, 0, 1);
+	build_filter(&prog, PID, 0, 1, 1);
 	return 0;
 }
 
@@ -449,7 +450,7 @@ test_without_handler_nothing_is_trapped(void **state)
 	uint64_t a[6] = { 0 };
 
 	(void)state;
-	build_filter(&prog, PID, 0, 0);
+	build_filter(&prog, PID, 0, 1, 0);
 	for (size_t i = 0; i < prog.len; i++)
 		if (prog.insn[i].code == BPF_RET &&
 		    (prog.insn[i].k & 0xffff0000U) == RET_TRAP)
@@ -471,7 +472,7 @@ test_under_r_path_calls_and_sockets_refused(void **state)
 	uint64_t args[6];
 
 	(void)state;
-	build_filter(&prog, PID, 1, 1);
+	build_filter(&prog, PID, 1, 1, 1);
 	for (size_t i = 0; i < NNOT_UNDER_R; i++) {
 		memset(args, 0, sizeof args);
 		args[0] = AF_UNIX;
@@ -489,6 +490,31 @@ test_under_r_path_calls_and_sockets_refused(void **state)
 		passing_args(&rules[i], args);
 		expect_answer(rules[i].name, rules[i].nr, args, RET_ALLOW);
 	}
+}
+
+/*
+ * Without -A, linkat(2) links no descriptor: AT_EMPTY_PATH and
+ * AT_SYMLINK_FOLLOW are refused, flags 0 (hardlink@openssh.com) pass; with
+ * -A all three pass.
+ */
+static void
+test_linkat_flags_only_under_A(void **state)
+{
+	static const uint64_t flags[] = { 0, 0x400, 0x1000 };
+	uint64_t args[6];
+
+	(void)state;
+	for (int uploads = 0; uploads <= 1; uploads++) {
+		build_filter(&prog, PID, 0, uploads, 1);
+		for (size_t i = 0; i < 3; i++) {
+			memset(args, 0, sizeof args);
+			args[4] = flags[i];
+			expect_answer(uploads ? "linkat under -A" : "linkat",
+			    __NR_linkat, args, uploads || flags[i] == 0 ?
+			    RET_ALLOW : BAD_ARGS);
+		}
+	}
+	build_filter(&prog, PID, 0, 1, 1);
 }
 
 /* What the suites made this architecture's server make. */
@@ -573,6 +599,8 @@ main(int argc, char **argv)
 		cmocka_unit_test_setup(test_without_handler_nothing_is_trapped,
 		    default_program),
 		cmocka_unit_test_setup(test_under_r_path_calls_and_sockets_refused,
+		    default_program),
+		cmocka_unit_test_setup(test_linkat_flags_only_under_A,
 		    default_program),
 		cmocka_unit_test_setup(test_calls_the_suites_make_are_allowed,
 		    default_program),
