@@ -1528,7 +1528,8 @@ sandbox_enter(const char *root, int uploads)
 	 * The fuzz harness runs many sessions in one thread: the sandbox is
 	 * entered once, or filters would pile up.  No file rule: the harness
 	 * rebuilds files outside a session's -r root between sessions, and
-	 * checks that root itself.
+	 * checks that root itself.  Sessions with -A and without share the
+	 * filter: it has -A's rows.
 	 */
 	static int entered;
 
@@ -1536,6 +1537,7 @@ sandbox_enter(const char *root, int uploads)
 		return;
 	entered = 1;
 	root = NULL;
+	uploads = 1;
 #endif
 	warm_up_lookups();
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1) {
