@@ -579,10 +579,14 @@ jobs_idle(void)
 void
 jobs_free(void)
 {
-	while (ring_count > 0) {
+	/*
+	 * Every job done before any is retired: a READDIR's parts write into
+	 * its first job's bytes, and a given-up call may still be running.
+	 */
+	while (nrunning > 0)
 		jobs_wait();
+	while (ring_count > 0)
 		jobs_retire();
-	}
 	jobs_idle();
 	unmap();
 }
