@@ -11,17 +11,31 @@
  *
  * sftpbench -F starts it as it starts a server, on the same pipes, and reports
  * its CPU time and peak RSS the same way.
+ *
+ * "floor files HOW DIR COUNT" is the floor of small files instead: COUNT new
+ * files of 4 KiB made in DIR (empty, of the file system to measure) and
+ * removed after, by the calls a server makes for OPEN, WRITE and CLOSE,
+ * with nothing of the protocol; it prints its CPU time per file:
+ *
+ *	create	open(2) with O_CREAT, pwrite(2), close(2): a server without -A;
+ *	atomic	what the server makes under -A: the directory opened (O_PATH),
+ *		the name looked up (ENOENT), an unnamed file (O_TMPFILE),
+ *		pwrite(2), linkat(2) onto the name, two close(2);
+ *	least	the least an atomic new file costs: O_TMPFILE, pwrite(2),
+ *		linkat(2), close(2), by path, with no lookup first.
  */
 
 /* splice(2) is Linux only. */
 #define _GNU_SOURCE
 
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +51,8 @@ static void fail(const char *, const char *) __attribute__((noreturn));
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: floor rw|splice up|down file\n");
+	fprintf(stderr, "usage: floor rw|splice up|down file\n"
+	    "       floor files create|atomic|least dir count\n");
 	exit(2);
 }
 
@@ -148,12 +163,118 @@ sendfile_down(int in, const char *path)
 	}
 }
 
+/* Small files: the bytes of each, and how its calls are made. */
+#define FILE_SIZE	4096
+enum { F_CREATE, F_ATOMIC, F_LEAST };
+
+/* Names the unnamed file on fd as path (dfd, name): as the server does. */
+static void
+link_unnamed(int fd, int dfd, const char *name)
+{
+	char proc[32];
+
+	if (linkat(fd, "", dfd, name, AT_EMPTY_PATH) == 0)
+		return;
+	/* Before Linux 6.10, without CAP_DAC_READ_SEARCH: through /proc. */
+	(void)snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW) != 0)
+		fail("linkat", name);
+}
+
+static double
+cpu_seconds(void)
+{
+	struct rusage ru;
+
+	(void)getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+static void
+one_file(int how, const char *dir, const char *name, const char *data)
+{
+	char path[PATH_MAX];
+	int fd, dfd;
+
+	(void)snprintf(path, sizeof path, "%s/%s", dir, name);
+	switch (how) {
+	case F_CREATE:
+		if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0)
+			fail("open", path);
+		break;
+	case F_ATOMIC:
+		if ((dfd = open(dir, O_PATH | O_DIRECTORY)) < 0)
+			fail("open", dir);
+		if (openat(dfd, name, O_WRONLY | O_NOFOLLOW) >= 0 ||
+		    errno != ENOENT)
+			fail("lookup (a file is there)", path);
+		if ((fd = openat(dfd, ".", O_WRONLY | O_TMPFILE, 0644)) < 0)
+			fail("open O_TMPFILE", dir);
+		if (pwrite(fd, data, FILE_SIZE, 0) != FILE_SIZE)
+			fail("pwrite", path);
+		link_unnamed(fd, dfd, name);
+		(void)close(dfd);
+		goto done;
+	default:
+		if ((fd = open(dir, O_WRONLY | O_TMPFILE, 0644)) < 0)
+			fail("open O_TMPFILE", dir);
+		if (pwrite(fd, data, FILE_SIZE, 0) != FILE_SIZE)
+			fail("pwrite", path);
+		link_unnamed(fd, AT_FDCWD, path);
+		goto done;
+	}
+	if (pwrite(fd, data, FILE_SIZE, 0) != FILE_SIZE)
+		fail("pwrite", path);
+done:
+	if (close(fd) != 0)
+		fail("close", path);
+}
+
+static int
+files(const char *how_s, const char *dir, const char *count_s)
+{
+	static char data[FILE_SIZE];
+	char name[32], *end;
+	double t0, t;
+	long count, i;
+	int how;
+
+	if (strcmp(how_s, "create") == 0)
+		how = F_CREATE;
+	else if (strcmp(how_s, "atomic") == 0)
+		how = F_ATOMIC;
+	else if (strcmp(how_s, "least") == 0)
+		how = F_LEAST;
+	else
+		usage();
+	count = strtol(count_s, &end, 10);
+	if (*end != '\0' || count <= 0)
+		usage();
+	memset(data, 'x', sizeof data);
+	t0 = cpu_seconds();
+	for (i = 0; i < count; i++) {
+		(void)snprintf(name, sizeof name, "f-%06ld", i);
+		one_file(how, dir, name, data);
+	}
+	t = cpu_seconds() - t0;
+	for (i = 0; i < count; i++) {
+		(void)snprintf(name, sizeof name, "%s/f-%06ld", dir, i);
+		(void)unlink(name);
+	}
+	printf("files=%ld how=%s cpu_us_per_file=%.2f\n", count, how_s,
+	    t / (double)count * 1e6);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	int splice_mode, up, fd;
 	const char *path;
 
+	if (argc == 5 && strcmp(argv[1], "files") == 0)
+		return files(argv[2], argv[3], argv[4]);
 	if (argc != 4)
 		usage();
 	if (strcmp(argv[1], "rw") == 0)
