@@ -18,15 +18,23 @@
  * made; jobs_idle() gives its pages back.
  *
  * The workers share one lock, one condition and one queue of jobs handed
- * off.  A worker that finishes a job marks it under the lock; the loop
- * marks the jobs it finds finished as done (jobs_collect()), so that every
- * other field of a job is read by the loop only after the lock has ordered
- * the worker's writes before.  The eventfd is written only to wake the
- * loop: when a worker finishes a job while the loop sleeps on it (asleep,
- * set by jobs_sleep() under the lock only when nothing finished is
- * unseen).  A loop that is busy costs the workers no system call, and
- * no wake-up is lost: a job finished before jobs_sleep() keeps the loop
- * awake, one finished after it writes the eventfd.
+ * off; the lock guards the queue alone, and a worker takes it once per job,
+ * to take the next.  A job's end takes no lock: the worker stores finished
+ * (release), then counts it in unseen; the loop empties unseen, then marks
+ * the jobs it finds finished (acquire) as done (jobs_collect()), so that
+ * every other field of a job is read by the loop only after the worker's
+ * writes.  A job counted in unseen after the loop emptied it, but found
+ * finished already, costs one more scan that finds nothing.  The eventfd is
+ * written only to wake the loop: when a worker finishes a job while the loop
+ * sleeps on it (asleep).  jobs_sleep() sets asleep, then reads unseen; a
+ * worker adds to unseen, then clears asleep, and writes the eventfd if it
+ * was set.  All four are sequentially consistent, so one of the two sees
+ * the other: no wake-up is lost (a job finished before jobs_sleep() keeps
+ * the loop awake, one finished after it writes the eventfd), and a loop
+ * that is busy costs the workers no system call.  An eventfd written for a
+ * loop that found unseen first wakes its next poll once, for nothing.
+ * The condition is signalled after the lock is let go, so that the worker
+ * it wakes does not wait on the lock at once.
  */
 #include <sys/types.h>
 #include <sys/eventfd.h>
@@ -36,6 +44,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -92,8 +101,8 @@ static int no_more_workers;
 static unsigned queue_head, queue_count;
 static int stopping;
 static int efd = -1;
-static int asleep;		/* the loop waits on efd */
-static unsigned unseen;		/* jobs finished that it has not collected */
+static _Atomic int asleep;	/* the loop waits on efd */
+static _Atomic unsigned unseen;	/* jobs finished, maybe not collected */
 
 /*
  * The mapping: the arena, the guard (a multiple of any page size), the
@@ -298,15 +307,12 @@ static void
 finished(struct job *j)
 {
 	uint64_t one = 1;
-	int wake;
 
-	(void)pthread_mutex_lock(&lock);
-	j->finished = 1;
-	unseen++;
-	wake = asleep;
-	asleep = 0;
-	(void)pthread_mutex_unlock(&lock);
-	while (wake && write(efd, &one, sizeof one) == -1 && errno == EINTR)
+	atomic_store_explicit(&j->finished, 1, memory_order_release);
+	atomic_fetch_add(&unseen, 1);
+	if (atomic_exchange(&asleep, 0) == 0)
+		return;
+	while (write(efd, &one, sizeof one) == -1 && errno == EINTR)
 		;
 }
 
@@ -414,7 +420,7 @@ jobs_done(const struct job *j)
 void
 jobs_start(struct job *j)
 {
-	int alone;
+	int alone, wake = 0;
 
 	(void)pthread_mutex_lock(&lock);
 	if (nidle <= queue_count && nworkers < max_workers &&
@@ -426,9 +432,12 @@ jobs_start(struct job *j)
 		queue_count++;
 		j->queued = 1;
 		nrunning++;
-		(void)pthread_cond_signal(&work);
+		wake = nidle > 0;
 	}
 	(void)pthread_mutex_unlock(&lock);
+	/* Busy workers take it when they come back for the next. */
+	if (wake)
+		(void)pthread_cond_signal(&work);
 	/* No thread to be had: slower, still right. */
 	if (alone)
 		jobs_run_here(j);
@@ -440,18 +449,17 @@ jobs_collect(void)
 	unsigned n = 0;
 	struct job *j;
 
-	if (nrunning == 0)
+	if (nrunning == 0 || atomic_load(&unseen) == 0)
 		return 0;
-	(void)pthread_mutex_lock(&lock);
-	for (unsigned i = 0; unseen > 0 && i < ring_count; i++) {
+	(void)atomic_exchange(&unseen, 0);
+	for (unsigned i = 0; i < ring_count; i++) {
 		j = entry((ring_head + i) % JOBS_RING);
-		if (j->queued && !j->done && j->finished) {
+		if (j->queued && !j->done && atomic_load_explicit(&j->finished,
+		    memory_order_acquire)) {
 			j->done = 1;
 			n++;
 		}
 	}
-	unseen = 0;
-	(void)pthread_mutex_unlock(&lock);
 	nrunning -= n;
 	return n;
 }
@@ -507,12 +515,11 @@ jobs_sleep(void)
 
 	if (nrunning == 0 || efd == -1)
 		return -1;
-	(void)pthread_mutex_lock(&lock);
-	if (unseen == 0) {
-		asleep = 1;
+	atomic_store(&asleep, 1);
+	if (atomic_load(&unseen) == 0)
 		fd = efd;
-	}
-	(void)pthread_mutex_unlock(&lock);
+	else
+		atomic_store(&asleep, 0);
 	return fd;
 }
 
@@ -521,9 +528,7 @@ jobs_woke(int readable)
 {
 	uint64_t v;
 
-	(void)pthread_mutex_lock(&lock);
-	asleep = 0;
-	(void)pthread_mutex_unlock(&lock);
+	atomic_store(&asleep, 0);
 	/* Nonblocking: a worker that saw the loop asleep may write it late. */
 	if (readable && read(efd, &v, sizeof v) == -1)
 		v = 0;

@@ -42,7 +42,7 @@
 struct job {
 	uint8_t *buf;		/* the arena bytes of jobs_new() */
 	int queued;		/* handed to a worker */
-	int finished;		/* a worker is done with it (under the lock) */
+	_Atomic int finished;	/* a worker is done with it (jobs.c) */
 	int done;		/* the loop has seen it done */
 	size_t arena_off;	/* where buf lies in the arena */
 	size_t arena_size;	/* its bytes there */

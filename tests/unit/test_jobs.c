@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,7 +25,25 @@
 
 #include <cmocka.h>
 
+/*
+ * jobs.c's lock, counted: by the loop's thread (this one) and by the
+ * workers.  Only jobs.c's own calls are counted: the macro ends with it.
+ */
+static pthread_t loop_thread;
+static _Atomic unsigned loop_locks, worker_locks;
+
+static int
+counted_lock(pthread_mutex_t *m)
+{
+	if (pthread_equal(pthread_self(), loop_thread))
+		atomic_fetch_add(&loop_locks, 1);
+	else
+		atomic_fetch_add(&worker_locks, 1);
+	return pthread_mutex_lock(m);
+}
+#define pthread_mutex_lock(m)	counted_lock(m)
 #include "../../jobs.c"
+#undef pthread_mutex_lock
 #include "unit.h"
 
 /* Jobs run by the tests, and the most at once. */
@@ -80,7 +99,7 @@ set_gate(int open)
 	(void)pthread_mutex_unlock(&gate_lock);
 }
 
-/* Waits until a worker finished j (as jobs.c sees it, under its lock). */
+/* Waits until a worker finished j (as jobs.c sees it). */
 static void
 wait_finished(const struct job *j)
 {
@@ -88,9 +107,7 @@ wait_finished(const struct job *j)
 	int f;
 
 	for (;;) {
-		(void)pthread_mutex_lock(&lock);
-		f = j->finished;
-		(void)pthread_mutex_unlock(&lock);
+		f = atomic_load(&j->finished);
 		if (f)
 			return;
 		(void)nanosleep(&ts, NULL);
@@ -269,6 +286,36 @@ test_jobs_busy_loop_costs_workers_no_write(void **state)
 	assert_int_equal(read(efd, &v, sizeof v), -1);
 	assert_int_equal(errno, EAGAIN);
 	jobs_idle();
+}
+
+/*
+ * The lock guards the queue alone: the loop takes it once per job it hands
+ * off, a worker once per job it takes (and once as it starts); the end of a
+ * job, collecting it, and the loop's sleep and wake-up take none.
+ */
+static void
+test_jobs_lock_once_per_job_each_side(void **state)
+{
+	uint32_t made = 0, next = 0;
+	unsigned seed = 11, threads;
+
+	(void)state;
+	(void)jobs_init(run_sleep, 8, sizeof(struct tjob));
+	loop_thread = pthread_self();
+	atomic_store(&loop_locks, 0);
+	atomic_store(&worker_locks, 0);
+	while (next < NJOBS) {
+		start_batch(&made, &seed, 50);
+		jobs_wait();
+		retire_done(&next);
+	}
+	drain(&next);
+	threads = nworkers;
+	jobs_idle();	/* joins them: their counts are all in */
+	assert_true(threads > 1);
+	/* jobs_idle() takes it once to stop the workers. */
+	assert_int_equal(atomic_load(&loop_locks), NJOBS + 1);
+	assert_int_equal(atomic_load(&worker_locks), NJOBS + threads);
 }
 
 /* jobs_wait() returns once a job finished, and at once with none running. */
@@ -696,6 +743,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(
 		    test_jobs_finished_before_or_during_sleep_wakes),
 		cmocka_unit_test(test_jobs_busy_loop_costs_workers_no_write),
+		cmocka_unit_test(test_jobs_lock_once_per_job_each_side),
 		cmocka_unit_test(test_jobs_wait_returns_when_one_finished),
 		cmocka_unit_test(test_jobs_idle_holds_no_thread_or_descriptor),
 		cmocka_unit_test(test_jobs_arena_matches_its_model),
