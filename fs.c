@@ -60,6 +60,7 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -1381,6 +1382,9 @@ fs_chown(const char *path, uid_t uid, gid_t gid, int follow)
 /* How an unnamed file gets its name (fs_upload_init()). */
 enum { LINK_NONE, LINK_EMPTY, LINK_PROC };
 static int upload_link = LINK_NONE;
+/* The session's user and group, whose files an upload may replace. */
+static uid_t upload_uid;
+static gid_t upload_gid;
 
 const char *
 fs_upload_init(void)
@@ -1391,6 +1395,8 @@ fs_upload_init(void)
 	 * Linux 6.10, without CAP_DAC_READ_SEARCH, it is refused first
 	 * (ENOENT).
 	 */
+	upload_uid = geteuid();
+	upload_gid = getegid();
 	if (linkat(-1, "", AT_FDCWD, "", AT_EMPTY_PATH) == -1 &&
 	    errno == EBADF)
 		upload_link = LINK_EMPTY;
@@ -1494,6 +1500,37 @@ fail:
 }
 
 /*
+ * Notes which file u's hidden name gives: the client may rename the upload
+ * away and another file onto that name, which must then be neither
+ * removed (a REMOVE -P may deny) nor renamed onto the target.
+ */
+static int
+known_by(struct fs_upload *u, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == -1)
+		return -1;
+	u->dev = st.st_dev;
+	u->ino = st.st_ino;
+	return 0;
+}
+
+/*
+ * Whether u's hidden name gives its file still.  Another process can change
+ * that between this look and the call that acts on the name: the
+ * directory's writers, who could remove or rename the file themselves.
+ */
+static int
+hidden_is_ours(const struct fs_upload *u)
+{
+	struct stat st;
+
+	return fstatat(u->dirfd, u->tmp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    st.st_dev == u->dev && st.st_ino == u->ino;
+}
+
+/*
  * The new file of an upload in dfd, opened with flags (less the creating
  * ones) and mode: unnamed where it can be, else under a hidden name.
  */
@@ -1517,10 +1554,40 @@ upload_file(int dfd, int flags, mode_t mode, struct fs_upload *u)
 	for (int i = 0; i < UPLOAD_NAME_TRIES; i++) {
 		upload_tmp_name(u->tmp, u->name);
 		fd = openat(dfd, u->tmp, f | O_CREAT | O_EXCL, mode);
+		if (fd != -1 && known_by(u, fd) == -1) {
+			close_keep_errno(fd);
+			(void)unlinkat(dfd, u->tmp, 0);
+			return -1;
+		}
 		if (fd != -1 || errno != EEXIST)
 			return fd;
 	}
 	return -1;
+}
+
+/*
+ * Whether the file st may be replaced by a new one that keeps its owner:
+ * the session's own, or any when the session runs as root.  Another user's
+ * file is written in place: a new one would be the session user's, who
+ * could then change its mode (and in a sticky directory the kernel would
+ * refuse the rename).
+ */
+static int
+replaceable(const struct stat *st)
+{
+	return upload_uid == 0 || st->st_uid == upload_uid;
+}
+
+/*
+ * Whether the new file fd of an upload may take the group of the file st
+ * it replaces: it has the session's group, else the session is a member of
+ * that one (or root).
+ */
+static int
+keeps_group(int fd, const struct stat *st)
+{
+	return st->st_gid == upload_gid || upload_uid == 0 ||
+	    fchown(fd, (uid_t)-1, st->st_gid) == 0;
 }
 
 int
@@ -1533,7 +1600,13 @@ fs_upload_open(const char *path, int flags, mode_t mode, struct fs_upload *u)
 	u->placed = 0;
 	u->broken = 0;
 	u->dirfd = -1;
-	if ((flags & O_ACCMODE) == O_RDONLY || !(flags & (O_CREAT | O_TRUNC)))
+	u->oldfd = -1;
+	u->mode_set = 0;
+	u->owner_set = 0;
+	/* A name that ends in "/" is no file's: open(2) says why. */
+	if ((flags & O_ACCMODE) == O_RDONLY ||
+	    !(flags & (O_CREAT | O_TRUNC)) ||
+	    (*path != '\0' && path[strlen(path) - 1] == '/'))
 		return fs_open(path, flags, mode);
 	if ((dfd = upload_target(path, flags, u, &old)) == -1)
 		return -1;
@@ -1544,7 +1617,8 @@ fs_upload_open(const char *path, int flags, mode_t mode, struct fs_upload *u)
 			errno = EEXIST;
 			goto fail;
 		}
-		if (!S_ISREG(st.st_mode) || !(flags & O_TRUNC)) {
+		if (!S_ISREG(st.st_mode) || !(flags & O_TRUNC) ||
+		    !replaceable(&st)) {
 			/* A file that is there and stays: written in place. */
 			(void)close(old);
 			(void)close(dfd);
@@ -1557,17 +1631,19 @@ fs_upload_open(const char *path, int flags, mode_t mode, struct fs_upload *u)
 	if (guard_entry(dfd, u->name, path) == -1 ||
 	    (fd = upload_file(dfd, flags, mode, u)) == -1)
 		goto fail;
-	if (old != -1) {
-		/* As install(1): the owner where it may, then the mode. */
-		if (fchown(fd, st.st_uid, st.st_gid) == -1 &&
-		    fchown(fd, (uid_t)-1, st.st_gid) == -1) {
-			/* The session's own owner and group stay. */
-		}
-		(void)fchmod(fd, st.st_mode & 07777);
+	if (old != -1 && !keeps_group(fd, &st)) {
+		/* Its group would be lost: written in place. */
+		(void)close(fd);
+		if (!u->unnamed)
+			(void)unlinkat(dfd, u->tmp, 0);
 		(void)close(old);
+		(void)close(dfd);
+		return fs_open(path, flags, mode);
 	}
+	/* The old file lends the new its attributes at the CLOSE. */
 	u->atomic = 1;
 	u->replaced = old != -1;
+	u->oldfd = old;
 	u->dirfd = dfd;
 	u->excl = (flags & O_EXCL) != 0;
 	return fd;
@@ -1608,6 +1684,8 @@ replace_unnamed(int fd, struct fs_upload *u)
 	if (r == -1)
 		return -1;
 	u->unnamed = 0;	/* named now: a failure removes the name */
+	if (known_by(u, fd) == -1)
+		return -1;
 	return renameat(u->dirfd, u->tmp, u->dirfd, u->name);
 }
 
@@ -1626,6 +1704,77 @@ rename_excl(struct fs_upload *u)
 	return 0;
 }
 
+/*
+ * The extended attributes of from given to to, the access ACL among them
+ * (system.posix_acl_access), as cp -a does.  Returns -1 with errno only
+ * when the ACL could not be given: the new file would let in whom the old
+ * one kept out.  Others that cannot be set (a security label, file
+ * capabilities, trusted.* for an unprivileged session) are left.
+ */
+static int
+copy_xattrs(int from, int to)
+{
+	char *names = NULL, *value = NULL, *grown;
+	ssize_t len, n;
+	size_t size = 0;
+	int r = 0;
+
+	if ((len = flistxattr(from, NULL, 0)) <= 0)
+		return 0;	/* none, or none here (ENOTSUP) */
+	if ((names = malloc((size_t)len)) == NULL ||
+	    (len = flistxattr(from, names, (size_t)len)) < 0)
+		goto fail;
+	for (char *p = names; r == 0 && p < names + len; p += strlen(p) + 1) {
+		if ((n = fgetxattr(from, p, NULL, 0)) < 0)
+			continue;	/* gone, or not ours to read */
+		if ((size_t)n > size) {
+			if ((grown = realloc(value, (size_t)n)) == NULL)
+				goto fail;
+			value = grown;
+			size = (size_t)n;
+		}
+		if ((n = fgetxattr(from, p, value, size)) < 0)
+			continue;
+		if (fsetxattr(to, p, value, (size_t)n, 0) == -1 &&
+		    strcmp(p, "system.posix_acl_access") == 0)
+			r = -1;
+	}
+	free(names);
+	free(value);
+	return r;
+fail:
+	r = errno;
+	free(names);
+	free(value);
+	errno = r;
+	return -1;
+}
+
+/*
+ * The file an upload replaces lends it what it has as the CLOSE comes: its
+ * extended attributes, then its owner and group where the session may set
+ * them, then its mode (as install(1) does the last two); but an owner or a
+ * mode the client gave the upload through its handle (FSETSTAT, as put -p
+ * does) stays.
+ */
+static int
+take_attrs(int fd, const struct fs_upload *u)
+{
+	struct stat st, own;
+
+	if (fstat(u->oldfd, &st) == -1 ||
+	    (u->mode_set && fstat(fd, &own) == -1) ||
+	    copy_xattrs(u->oldfd, fd) == -1)
+		return -1;
+	if (!u->owner_set && fchown(fd, st.st_uid, st.st_gid) == -1 &&
+	    fchown(fd, (uid_t)-1, st.st_gid) == -1) {
+		/* The session's own owner and group stay. */
+	}
+	/* After the ACL, which sets the group's bits. */
+	(void)fchmod(fd, (u->mode_set ? own.st_mode : st.st_mode) & 07777);
+	return 0;
+}
+
 int
 fs_upload_commit(int fd, struct fs_upload *u)
 {
@@ -1636,10 +1785,15 @@ fs_upload_commit(int fd, struct fs_upload *u)
 		r = -1;
 	} else if (guard_entry(u->dirfd, u->name, u->name) == -1)
 		r = -1;
+	else if (u->oldfd != -1 && take_attrs(fd, u) == -1)
+		r = -1;
 	else if (u->unnamed) {
 		r = link_unnamed(fd, u->dirfd, u->name);
 		if (r == -1 && errno == EEXIST && !u->excl)
 			r = replace_unnamed(fd, u);
+	} else if (!hidden_is_ours(u)) {
+		errno = ENOENT;		/* renamed away by the client */
+		r = -1;
 	} else if (u->excl) {
 		r = rename_excl(u);
 	} else {
@@ -1651,6 +1805,9 @@ fs_upload_commit(int fd, struct fs_upload *u)
 	}
 	(void)close(u->dirfd);
 	u->dirfd = -1;
+	if (u->oldfd != -1)
+		(void)close(u->oldfd);
+	u->oldfd = -1;
 	u->placed = 1;
 	return 0;
 }
@@ -1662,10 +1819,13 @@ fs_upload_discard(struct fs_upload *u)
 
 	if (u->dirfd == -1)
 		return;
-	if (!u->unnamed)
+	if (!u->unnamed && hidden_is_ours(u))
 		(void)unlinkat(u->dirfd, u->tmp, 0);
 	(void)close(u->dirfd);
 	u->dirfd = -1;
+	if (u->oldfd != -1)
+		(void)close(u->oldfd);
+	u->oldfd = -1;
 	errno = e;
 }
 

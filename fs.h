@@ -140,10 +140,15 @@ int	fs_chown(const char *, uid_t, gid_t, int follow);
 struct fs_upload {
 	int atomic;		/* 0: opened in place, as fs_open() */
 	int dirfd;		/* the target's directory (O_PATH) */
+	int oldfd;		/* the file it replaces, or -1 */
+	dev_t dev;		/* the new file, known by its hidden name */
+	ino_t ino;
 	int unnamed;		/* O_TMPFILE; else named tmp */
 	int excl;		/* O_EXCL: never replaces a file */
 	int placed;		/* fs_upload_commit() put it in place */
 	int replaced;		/* a file was there: it takes its mode */
+	int mode_set;		/* FSETSTAT gave it a mode: kept */
+	int owner_set;		/* FSETSTAT gave it an owner: kept */
 	int broken;		/* a write into it failed (its errno) */
 	char name[NAME_MAX + 1];	/* the target's name in dirfd */
 	char tmp[NAME_MAX + 1];		/* the hidden name, when named */

@@ -1496,7 +1496,16 @@ process_fsetstat(uint32_t id, struct cursor *c)
 	debug("request %u: fsetstat handle %d", id, handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
-	return apply_attrs("fsetstat", h->path, h->fd, 1, &a);
+	r = (int)apply_attrs("fsetstat", h->path, h->fd, 1, &a);
+	/* An upload keeps at its CLOSE what the client gave it. */
+	if (h->up != NULL && r == SSH_FX_OK) {
+		if ((a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) &&
+		    ss->file_mode == -1)
+			h->up->mode_set = 1;
+		if (a.flags & SSH_FILEXFER_ATTR_UIDGID)
+			h->up->owner_set = 1;
+	}
+	return (uint32_t)r;
 }
 
 /* uint32 id, string path */
@@ -2738,15 +2747,16 @@ fds_kept(void)
 }
 
 /*
- * The handle slots: the descriptors left.  Under -A an upload holds two,
- * its file and its directory: half as many, at least 1.
+ * The handle slots: the descriptors left.  Under -A an upload holds up to
+ * three, its file, its directory and the file it replaces: a third as
+ * many, at least 1.
  */
 static uint32_t
 handles_for(const struct session *s)
 {
 	uint32_t n = handle_limit(fds_kept());
 
-	return s->atomic && n > 1 ? n / 2 : n;
+	return s->atomic && n > 2 ? n / 3 : n;
 }
 
 int

@@ -554,6 +554,11 @@ static const struct rule rules[] = {
 	ALLOW(chown32),		/* the same on 32-bit systems */
 #endif
 	ALLOW(fchown),		/* FSETSTAT owner */
+	/* -A: an upload takes the extended attributes of the file it
+	   replaces, its ACL among them (fs.c); off the list without -A. */
+	ALLOW(flistxattr),
+	ALLOW(fgetxattr),
+	ALLOW(fsetxattr),
 #ifdef __NR_fchown32
 	ALLOW(fchown32),	/* the same on 32-bit systems */
 #endif
@@ -1182,6 +1187,10 @@ emit_rule(struct prog *p, const struct rule *r, uint32_t pid,
 static const struct rule link_rows[] = {
 	ALLOW_IF(linkat, ONE_OF(4, 0)),
 };
+/* And these are off the list without -A (copy_xattrs() in fs.c). */
+static const long upload_calls[] = {
+	__NR_flistxattr, __NR_fgetxattr, __NR_fsetxattr,
+};
 
 static void
 build_filter(struct prog *p, uint32_t pid, int confined, int uploads,
@@ -1211,6 +1220,11 @@ build_filter(struct prog *p, uint32_t pid, int confined, int uploads,
 	}
 	if (!uploads)
 		emit_rule(p, &link_rows[0], pid, bad_args);
+	for (size_t i = 0; !uploads && i < sizeof upload_calls /
+	    sizeof upload_calls[0]; i++) {
+		emit(p, BPF_JEQ, 0, 1, (uint32_t)upload_calls[i]);
+		emit(p, BPF_RET, 0, 0, off_list);
+	}
 	for (size_t i = 0; i < NRULES; i++)
 		if (!shadowed(i))
 			emit_rule(p, &rules[i], pid, bad_args);

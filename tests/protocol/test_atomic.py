@@ -31,6 +31,26 @@ Checks:
                             for reading of the target see the old file
   replace_keeps_mode        an upload over a file takes its mode; a hard
                             link to the old file keeps the old content
+  attributes_at_close       the upload takes what the old file has at the
+                            CLOSE: a mode changed meanwhile (by another
+                            program, or SETSTAT of the target), and its
+                            extended attributes, the ACL that keeps a user
+                            out among them
+  hidden_name_is_its_own    with hidden names: a client that renames the
+                            upload away and another file onto its hidden
+                            name (-P remove,posix-rename) has that file
+                            neither removed when the session ends nor put
+                            in place by the CLOSE
+  others_files_in_place     a session not run as root writes in place a
+                            file of another user, or of a group it is not
+                            a member of (a new file could not keep them),
+                            in a sticky directory and a plain one; its own
+                            file of its own group is replaced
+  trailing_slash            an upload to "new/" or "t/" (t a file) fails
+                            as OpenSSH's OPEN does (FAILURE), nothing made
+  handles_a_third           limits@openssh.com: a third of the handles of a
+                            session without -A (an upload holds up to three
+                            descriptors)
   symlink_followed          an upload through a symlink replaces the file
                             it names, and the symlink stays; under -r an
                             absolute symlink and ".." stay beneath the root
@@ -449,6 +469,145 @@ def test_replace_keeps_mode(ctx):
     ok(srv.call(req_close(h)), "CLOSE")
     expect_eq("mode of a new file", stat.S_IMODE(
         os.stat(ctx.path("n")).st_mode), 0o640)
+
+
+def acl_blob(denied_uid):
+    """A POSIX access ACL (the kernel's xattr form): rw-r--r-- with the
+    user denied_uid given nothing."""
+    import struct
+    entries = [(0x01, 6, 0xffffffff), (0x02, 0, denied_uid),
+               (0x04, 4, 0xffffffff), (0x10, 4, 0xffffffff),
+               (0x20, 4, 0xffffffff)]
+    return struct.pack("<I", 2) + b"".join(
+        struct.pack("<HHI", *e) for e in entries)
+
+
+@test
+def test_attributes_at_close(ctx):
+    # A mode changed while the upload is open: by another program, then
+    # by SETSTAT of the target in the session.
+    srv = ctx.server()
+    for how in ("chmod", "SETSTAT"):
+        ctx.write("t", b"old", mode=0o644)
+        h = srv.open("t", UP)
+        send_writes(srv, h, b"new", 0, 3)
+        if how == "chmod":
+            os.chmod(ctx.path("t"), 0o600)
+        else:
+            ok(srv.call(req_setstat("t", Attrs(permissions=0o600))),
+               "SETSTAT")
+        ok(srv.call(req_close(h)), "CLOSE")
+        expect_eq("%s meanwhile: the target" % how, ctx.read("t"), b"new")
+        expect_eq("%s meanwhile: its mode" % how, stat.S_IMODE(
+            os.stat(ctx.path("t")).st_mode), 0o600)
+    # Extended attributes, where the file system has them.
+    ctx.write("x", b"old", mode=0o644)
+    acl = acl_blob(65534)
+    try:
+        os.setxattr(ctx.path("x"), "user.label", b"kept")
+        os.setxattr(ctx.path("x"), "system.posix_acl_access", acl)
+    except OSError as e:
+        return "extended attributes not checked: %s" % e.strerror
+    h = srv.open("x", UP)
+    send_writes(srv, h, b"new", 0, 3)
+    ok(srv.call(req_close(h)), "CLOSE")
+    expect_eq("the target", ctx.read("x"), b"new")
+    expect_eq("user.label", os.getxattr(ctx.path("x"), "user.label"),
+              b"kept")
+    expect_eq("the ACL", os.getxattr(ctx.path("x"),
+                                     "system.posix_acl_access"), acl)
+    return "mode, user.label and the ACL"
+
+
+@test
+def test_hidden_name_is_its_own(ctx):
+    for end in ("session end", "CLOSE"):
+        for f in os.listdir(ctx.tmp):
+            os.unlink(ctx.path(f))
+        ctx.write("precious", b"precious", mode=0o444)
+        ctx.write("t", b"old")
+        srv = ctx.server(["-P", "remove,posix-rename"],
+                         env=ctx.shimmed(TMPFILE="EOPNOTSUPP"))
+        h = srv.open("t", UP)
+        send_writes(srv, h, b"new", 0, 3)
+        hidden = [n for n in names(ctx) if n.startswith(PREFIX)]
+        expect_eq("hidden names", len(hidden), 1)
+        ok(srv.call(req_rename(hidden[0], "junk")), "RENAME of the upload")
+        ok(srv.call(req_rename("precious", hidden[0])), "RENAME onto it")
+        if end == "CLOSE":
+            reply = srv.call(req_close(h))
+            expect(isinstance(reply, Status) and reply.code != SSH_FX_OK,
+                   "CLOSE: expected a failure, got %r" % (reply,))
+            expect_eq("the target", ctx.read("t"), b"old")
+        srv.close()
+        expect_eq("%s: the file renamed onto the hidden name" % end,
+                  ctx.read(hidden[0]), b"precious")
+        expect_eq("%s: the upload the client moved" % end,
+                  ctx.read("junk"), b"new")
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+@test
+def test_others_files_in_place(ctx):
+    if os.geteuid() != 0:
+        raise suite.Skip("the session runs as nobody: needs root")
+    done = []
+    for dmode in (0o1777, 0o777):
+        os.chmod(ctx.tmp, dmode)
+        for name, uid, gid, placed in (("theirs", 1002, 65534, False),
+                                       ("their_group", 65534, 0, False),
+                                       ("mine", 65534, 65534, True)):
+            ctx.write(name, b"old", mode=0o666)
+            os.chown(ctx.path(name), uid, gid)
+            srv = Server(SERVER_ARGV + ["-A"], cwd=ctx.tmp, umask=UMASK,
+                         preexec_fn=as_nobody)
+            ctx.servers.append(srv)
+            srv.init()
+            h = srv.open(name, UP)
+            ok(srv.call(req_write(h, 0, b"new")), "WRITE")
+            # In place: the target has the new bytes before the CLOSE.
+            expect_eq("%o %s: before the CLOSE" % (dmode, name),
+                      ctx.read(name), b"old" if placed else b"new")
+            ok(srv.call(req_close(h)), "CLOSE %s" % name)
+            st = os.stat(ctx.path(name))
+            expect_eq("%o %s: the target" % (dmode, name), ctx.read(name),
+                      b"new")
+            expect_eq("%o %s: owner and group" % (dmode, name),
+                      (st.st_uid, st.st_gid), (uid, gid))
+            srv.close()
+            done.append(name)
+    os.chmod(ctx.tmp, 0o700)
+    return ", ".join(sorted(set(done)))
+
+
+@test
+def test_trailing_slash(ctx):
+    ctx.write("t", b"old")
+    srv = ctx.server()
+    for name in ("new/", "t/"):
+        reply = srv.call(req_open(name, UP))
+        expect(isinstance(reply, Status) and reply.code == SSH_FX_FAILURE,
+               "OPEN %s: expected FAILURE, got %r" % (name, reply))
+    expect_eq("the directory", names(ctx), ["t"])
+    expect_eq("the file", ctx.read("t"), b"old")
+
+
+@test
+def test_handles_a_third(ctx):
+    lims = []
+    for args in ([], ["-A"]):
+        srv = Server(SERVER_ARGV + args, cwd=ctx.tmp, umask=UMASK)
+        ctx.servers.append(srv)
+        srv.init()
+        reply = expect_type(srv.call(req_limits()), ExtendedReply, "limits")
+        lims.append(parse_limits(reply.data)["max_open_handles"])
+    expect_eq("handles under -A", lims[1], lims[0] // 3)
+    return "%d, under -A %d" % tuple(lims)
 
 
 @test

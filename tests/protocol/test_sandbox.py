@@ -17,7 +17,8 @@ what each returned:
     madvise's other advice, unix sockets of other types: EPERM, and one
     ERROR line per call;
   - a call off the list: ENOSYS, and one ERROR line that names it (the
-    sanitizer build aborts, naming it);
+    sanitizer build aborts, naming it); linkat(2) of a descriptor and the
+    calls on extended attributes only under -A;
   - under -r, open of a file outside the root and of /etc/shadow, and a
     file created outside: EACCES;
   - under -r, the calls that take a path of their own (chmod, chown,
@@ -89,7 +90,8 @@ NR = {
              "truncate": 76, "mkdir": 83, "rmdir": 84, "unlink": 87,
              "rename": 82, "link": 86, "symlink": 88, "setsockopt": 54,
              "getsockopt": 55, "fcntl": 72, "madvise": 28, "getppid": 110,
-             "linkat": 265},
+             "linkat": 265, "fsetxattr": 190, "fgetxattr": 193,
+             "flistxattr": 196},
     I386: {"close": 6, "mmap": 192, "socket": 359, "getpid": 20,
            "execve": 11, "kill": 37, "ptrace": 26, "openat": 295,
            "socketcall": 102, "connect": 362, "stat": 195, "lstat": 196,
@@ -97,7 +99,8 @@ NR = {
            "lchown": 198, "truncate": 92, "mkdir": 39, "rmdir": 40,
            "unlink": 10, "rename": 38, "link": 9, "symlink": 83,
            "setsockopt": 366, "getsockopt": 365, "fcntl": 221,
-           "madvise": 219, "getppid": 64, "linkat": 303},
+           "madvise": 219, "getppid": 64, "linkat": 303, "fsetxattr": 228,
+           "fgetxattr": 231, "flistxattr": 234},
 }
 X32_BIT = 0x40000000
 SYS_SOCKET = 1      # socketcall(2)'s socket(2)
@@ -528,6 +531,36 @@ def test_linkat_flags_only_under_A(ctx):
     for n in ("linked", "linked2"):
         expect(not os.path.lexists(os.path.join(ctx.root, n)),
                "a name %s was made" % n)
+
+
+@test
+def test_xattr_calls_only_under_A(ctx):
+    """From inside the live server: flistxattr, fgetxattr and fsetxattr on
+    stdin.  Without -A they are off the list (ENOSYS, one line each in the
+    log); under -A, whose uploads take the extended attributes of the file
+    they replace, the filter lets them through to the kernel (which has no
+    attributes for a pipe)."""
+    calls = (("flistxattr", 0, 0, 0),
+             ("fgetxattr", 0, "security.sftp-test", 0, 0),
+             ("fsetxattr", 0, "security.sftp-test", "x", 1, 0))
+    machine = elf_machine(SERVER)
+    srv = ctx.server()
+    r = inject(srv, *calls)
+    for (name, *_), got in zip(calls, r):
+        expect_errno("%s without -A" % name, got, errno.ENOSYS)
+    srv.call(req_realpath("."))
+    expect_eq("exit status at the end of input", srv.close(), 0)
+    expect_eq("the log's lines about them", refused_lines(srv), [
+        "sandbox: system call %d (%s) refused: not on the list" %
+        (NR[machine][c[0]], c[0]) for c in calls])
+    srv = ctx.server(["-A"])
+    r = inject(srv, *calls)
+    for (name, *_), got in zip(calls, r):
+        expect(got != -errno.ENOSYS, "%s under -A: the filter refused it" %
+               name)
+    srv.call(req_realpath("."))
+    expect_eq("exit status at the end of input", srv.close(), 0)
+    expect_eq("the log's lines about them", refused_lines(srv), [])
 
 
 def refused_lines(srv):
