@@ -1334,6 +1334,41 @@ fs_chmod(const char *path, mode_t mode, int follow)
 }
 
 int
+fs_chmod_unless(const char *path, mode_t mode, int follow, int keep)
+{
+	char buf[PATH_MAX];
+	const char *base = NULL;
+	struct stat st;
+	int dfd = -1, fd, r = -1;
+
+	if (plain())
+		fd = client_open(path, O_PATH | (follow ? 0 : O_NOFOLLOW), 0);
+	else if ((dfd = jail_target(path, follow, buf, &base)) == -1)
+		return -1;
+	else if (base == NULL)	/* the descriptor itself */
+		fd = dfd, dfd = -1;
+	else	/* the name itself, never followed */
+		fd = openat(dfd, base, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd != -1 && fstat(fd, &st) == 0) {
+		if (S_ISREG(st.st_mode) && (keep & FS_KEEP_FILE))
+			r = FS_KEEP_FILE;
+		else if (S_ISDIR(st.st_mode) && (keep & FS_KEEP_DIR))
+			r = FS_KEEP_DIR;
+		else if (is_log(&st))
+			(void)refuse(path);
+		else if (S_ISLNK(st.st_mode))
+			errno = EOPNOTSUPP;
+		else
+			r = chmod_fd(fd, &st, dfd, base, path, mode);
+	}
+	if (fd != -1)
+		close_keep_errno(fd);
+	if (dfd != -1)
+		close_keep_errno(dfd);
+	return r;
+}
+
+int
 fs_utimes(const char *path, const struct timespec ts[2], int follow)
 {
 	char buf[PATH_MAX];

@@ -120,6 +120,15 @@ int	fs_rename(const char *oldpath, const char *newpath, int noreplace);
 int	fs_truncate(const char *, off_t);
 /* Attribute changes; follow chooses between the file a link names and it. */
 int	fs_chmod(const char *, mode_t, int follow);
+/*
+ * As fs_chmod(), but a regular file (keep has FS_KEEP_FILE) or a directory
+ * (FS_KEEP_DIR) keeps its mode: returns that flag then, 0 when the mode
+ * changed.  The type is read through the descriptor the mode would be
+ * changed through: no name swapped in meanwhile is changed instead (-m, -M).
+ */
+#define FS_KEEP_FILE	1
+#define FS_KEEP_DIR	2
+int	fs_chmod_unless(const char *, mode_t, int follow, int keep);
 int	fs_utimes(const char *, const struct timespec[2], int follow);
 int	fs_chown(const char *, uid_t, gid_t, int follow);
 

@@ -1381,26 +1381,37 @@ log_modtime(const char *name, uint32_t mtime)
 }
 
 /*
- * Whether a permission change of name (or fd, unless -1) is left out,
- * silently: a regular file under -m, a directory under -M keep their mode.
- * A file that cannot be looked at is changed, and fails as it would.
+ * The permissions of what name names (fd -1, following a final symlink or
+ * not) or of fd become mode, unless -m keeps a regular file's or -M a
+ * directory's: returns 1 then (logged at VERBOSE), 0 when changed, or -1
+ * with errno.  The type is that of the file the mode would change.
  */
 static int
-mode_kept(const char *name, int fd, int follow)
+set_mode(const char *name, int fd, int follow, mode_t mode)
 {
 	struct stat st;
+	int keep = (ss->file_mode != -1 ? FS_KEEP_FILE : 0) |
+	    (ss->dir_mode != -1 ? FS_KEEP_DIR : 0);
+	int r;
 
-	if (ss->file_mode == -1 && ss->dir_mode == -1)
-		return 0;
-	if ((fd == -1 ? fs_stat(name, &st, follow) : fstat(fd, &st)) == -1)
-		return 0;
-	if ((S_ISREG(st.st_mode) && ss->file_mode != -1) ||
-	    (S_ISDIR(st.st_mode) && ss->dir_mode != -1)) {
-		verbose("mode of \"%s\" kept: %s", name,
-		    S_ISDIR(st.st_mode) ? "-M" : "-m");
-		return 1;
-	}
-	return 0;
+	if (keep == 0)
+		return fd == -1 ? fs_chmod(name, mode, follow) :
+		    fchmod(fd, mode);
+	if (fd == -1)
+		r = fs_chmod_unless(name, mode, follow, keep);
+	else if (fstat(fd, &st) == -1)
+		return -1;
+	else if (S_ISREG(st.st_mode) && (keep & FS_KEEP_FILE))
+		r = FS_KEEP_FILE;
+	else if (S_ISDIR(st.st_mode) && (keep & FS_KEEP_DIR))
+		r = FS_KEEP_DIR;
+	else
+		r = fchmod(fd, mode);
+	if (r <= 0)
+		return r;
+	verbose("mode of \"%s\" kept: %s", name, r == FS_KEEP_DIR ? "-M" :
+	    "-m");
+	return 1;
 }
 
 /*
@@ -1416,6 +1427,7 @@ apply_attrs(const char *event, const char *name, int fd, int follow,
 	struct xfer_event ev = XFER_EVENT(event);
 	struct timespec ts[2];
 	uint32_t status = SSH_FX_OK;
+	int r;
 
 	ev.path = name;
 	if (a->flags & SSH_FILEXFER_ATTR_SIZE)
@@ -1441,12 +1453,10 @@ apply_attrs(const char *event, const char *name, int fd, int follow,
 	}
 	if (a->flags & SSH_FILEXFER_ATTR_PERMISSIONS) {
 		logit("set \"%s\" mode %04o", name, a->perm);
-		if (mode_kept(name, fd, follow)) {
-			ev.mode_forced = 1;
-		} else if ((fd == -1 ? fs_chmod(name, a->perm & 07777,
-		    follow) : fchmod(fd, a->perm & 07777)) == -1) {
+		if ((r = set_mode(name, fd, follow, a->perm & 07777)) == -1)
 			status = errno_to_status(errno);
-		}
+		else if (r != 0)
+			ev.mode_forced = 1;
 	}
 	if (a->flags & SSH_FILEXFER_ATTR_ACMODTIME) {
 		log_modtime(name, a->mtime);

@@ -41,6 +41,12 @@
  *                           sendfile() and copy_file_range() on a file whose
  *                           path starts with p fail with ESTALE, as on NFS
  *                           after the file went away on the server.
+ *   FAULT_SWAP=a:b          the first lookup of the name a (stat(),
+ *                           lstat(), fstatat(), open() or openat() of a path
+ *                           whose last name is a) is followed, once, by an
+ *                           exchange of the names a and b in its directory
+ *                           (three renames): as another program that swaps
+ *                           them between a request's look and its act.
  *   FAULT_LOG=path          each fault made appends a line "CALL ERRNO" to
  *                           path, so that a test knows it was reached.  The
  *                           file is opened at start: a server under -r may
@@ -55,10 +61,13 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
+#include <sys/stat.h>
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +92,8 @@ static long cfr_after = -1, cfr_calls;
 static size_t cfr_max;
 static const char *eio_prefix, *estale_prefix;
 static int log_fd = -1;
+static char swap_a[256], swap_b[256];
+static _Atomic int swap_armed;
 
 static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_write)(int, const void *, size_t);
@@ -103,6 +114,15 @@ static int (*real_link)(const char *, const char *);
 static int (*real_linkat)(int, const char *, int, const char *, int);
 static int (*real_access)(const char *, int);
 static int (*real_openat)(int, const char *, int, ...);
+static int (*real_open)(const char *, int, ...);
+static int (*real_stat)(const char *, struct stat *);
+static int (*real_lstat)(const char *, struct stat *);
+static int (*real_fstatat)(int, const char *, struct stat *, int);
+#ifdef __GLIBC__
+static int (*real_stat64)(const char *, struct stat64 *);
+static int (*real_lstat64)(const char *, struct stat64 *);
+static int (*real_fstatat64)(int, const char *, struct stat64 *, int);
+#endif
 static long (*real_syscall)(long, ...);
 static int (*real_close)(int);
 static int (*real_fsync)(int);
@@ -151,6 +171,15 @@ resolve(void)
 	real_linkat = next_symbol("linkat");
 	real_access = next_symbol("access");
 	real_openat = next_symbol("openat");
+	real_open = next_symbol("open");
+	real_stat = next_symbol("stat");
+	real_lstat = next_symbol("lstat");
+	real_fstatat = next_symbol("fstatat");
+#ifdef __GLIBC__
+	real_stat64 = next_symbol("stat64");
+	real_lstat64 = next_symbol("lstat64");
+	real_fstatat64 = next_symbol("fstatat64");
+#endif
 	real_close = next_symbol("close");
 	real_fsync = next_symbol("fsync");
 	real_fdatasync = next_symbol("fdatasync");
@@ -201,6 +230,13 @@ shim_init(void)
 		cfr_max = (size_t)strtoul(s, NULL, 10);
 	eio_prefix = getenv("FAULT_EIO_PREFIX");
 	estale_prefix = getenv("FAULT_ESTALE_PREFIX");
+	if ((s = getenv("FAULT_SWAP")) != NULL && strchr(s, ':') != NULL &&
+	    strlen(s) < sizeof swap_a) {
+		(void)snprintf(swap_a, sizeof swap_a, "%.*s",
+		    (int)(strchr(s, ':') - s), s);
+		(void)snprintf(swap_b, sizeof swap_b, "%s", strchr(s, ':') + 1);
+		swap_armed = 1;
+	}
 	if ((s = getenv("FAULT_LOG")) != NULL)
 		log_fd = open(s, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 		    0644);
@@ -219,6 +255,132 @@ note(const char *call, int e)
 			(void)real_write(log_fd, line, (size_t)n);
 	}
 	errno = saved;
+}
+
+/*
+ * After a lookup of path in dir: when its last name is FAULT_SWAP's a, the
+ * first time, a and b change places in its directory.  errno is kept.
+ */
+static void
+looked_up(int dir, const char *path)
+{
+	char a[4096], b[4096], t[4096];
+	const char *base = strrchr(path, '/');
+	int plen, saved = errno;
+
+	base = base != NULL ? base + 1 : path;
+	if (strcmp(base, swap_a) != 0 || !atomic_exchange(&swap_armed, 0))
+		return;
+	plen = (int)(base - path);
+	(void)snprintf(a, sizeof a, "%.*s%s", plen, path, swap_a);
+	(void)snprintf(b, sizeof b, "%.*s%s", plen, path, swap_b);
+	(void)snprintf(t, sizeof t, "%.*s.shim-swap", plen, path);
+	if (renameat(dir, a, dir, t) == 0 && renameat(dir, b, dir, a) == 0 &&
+	    renameat(dir, t, dir, b) == 0)
+		note("swap", 0);
+	errno = saved;
+}
+
+int
+stat(const char *path, struct stat *st)
+{
+	int r;
+
+	resolve();
+	r = real_stat(path, st);
+	looked_up(AT_FDCWD, path);
+	return r;
+}
+
+int
+lstat(const char *path, struct stat *st)
+{
+	int r;
+
+	resolve();
+	r = real_lstat(path, st);
+	looked_up(AT_FDCWD, path);
+	return r;
+}
+
+int
+fstatat(int dir, const char *path, struct stat *st, int flags)
+{
+	int r;
+
+	resolve();
+	r = real_fstatat(dir, path, st, flags);
+	looked_up(dir, path);
+	return r;
+}
+
+#ifdef __GLIBC__
+/* The same, as glibc names them for a 64-bit off_t. */
+int
+stat64(const char *path, struct stat64 *st)
+{
+	int r;
+
+	resolve();
+	r = real_stat64(path, st);
+	looked_up(AT_FDCWD, path);
+	return r;
+}
+
+int
+lstat64(const char *path, struct stat64 *st)
+{
+	int r;
+
+	resolve();
+	r = real_lstat64(path, st);
+	looked_up(AT_FDCWD, path);
+	return r;
+}
+
+int
+fstatat64(int dir, const char *path, struct stat64 *st, int flags)
+{
+	int r;
+
+	resolve();
+	r = real_fstatat64(dir, path, st, flags);
+	looked_up(dir, path);
+	return r;
+}
+#endif
+
+int
+open(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	va_list ap;
+	int r;
+
+	resolve();
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	r = real_open(path, flags, mode);
+	looked_up(AT_FDCWD, path);
+	return r;
+}
+
+/* The same, as glibc names it for a 64-bit off_t. */
+int
+open64(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	va_list ap;
+
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	return open(path, flags, mode);
 }
 
 /* Fails a call: notes it, sets errno and returns -1. */
@@ -449,6 +611,7 @@ openat(int dir, const char *path, int flags, ...)
 {
 	mode_t mode = 0;
 	va_list ap;
+	int r;
 
 	resolve();
 	if (flags & (O_CREAT | O_TMPFILE)) {
@@ -458,7 +621,9 @@ openat(int dir, const char *path, int flags, ...)
 	}
 	if ((flags & O_TMPFILE) == O_TMPFILE && tmpfile_errno != 0)
 		return fault("openat", tmpfile_errno);
-	return real_openat(dir, path, flags, mode);
+	r = real_openat(dir, path, flags, mode);
+	looked_up(dir, path);
+	return r;
 }
 
 /* The same, as glibc names it for a 64-bit off_t. */

@@ -19,6 +19,12 @@ Checks:
                             the size asked for beside it apply; -m alone
                             leaves a directory's change through, -M alone
                             a file's
+  kept_by_the_file_changed  -m: another program swaps a directory and a
+                            file between the server's look at the name and
+                            its change (tests/protocol/shim_fs_faults.c,
+                            FAULT_SWAP): the file keeps -m's mode, the
+                            directory it looked at changes; the same with
+                            -M, the other way round; and by lsetstat
   atomic_uploads            -A with -m: a new name gets -m's mode, an
                             upload over a file takes the old mode
   on_storage_that_waits     the same OPENs as jobs of workers (under
@@ -51,7 +57,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 
 from sftpwire import *  # noqa: E402,F401,F403
 import suite  # noqa: E402
-from suite import expect_eq, expect_type, test  # noqa: E402
+from suite import expect, expect_eq, expect_type, test  # noqa: E402
 from suite import expect_ok as ok, json_lines as records  # noqa: E402
 
 SERVER_ARGV = server_argv()
@@ -63,9 +69,9 @@ class Ctx:
         self.tmp = os.path.realpath(tempfile.mkdtemp(prefix="sftp-modes-"))
         self.servers = []
 
-    def server(self, args=(), umask=0o022, argv=None):
+    def server(self, args=(), umask=0o022, argv=None, env=None):
         srv = Server((argv or SERVER_ARGV) + list(args), cwd=self.tmp,
-                     umask=umask)
+                     umask=umask, env=env)
         self.servers.append(srv)
         srv.init()
         return srv
@@ -150,6 +156,46 @@ def test_changes_kept_silently(ctx):
     ok(srv.call(req_setstat("f", Attrs(permissions=0o604))), "SETSTAT f")
     srv.close()
     expect_eq("d, f", (ctx.mode("d"), ctx.mode("f")), (0o711, 0o604))
+
+
+@test
+def test_kept_by_the_file_changed(ctx):
+    shim = suite.shim_library(os.path.join(HERE, "shim_fs_faults.c"),
+                              "sftp-modes-shim-")
+    swaps = 0
+    for opt, req in (("-m", req_setstat), ("-M", req_setstat),
+                     ("-m", req_lsetstat)):
+        for name in os.listdir(ctx.tmp):
+            p = ctx.path(name)
+            (os.rmdir if os.path.isdir(p) else os.unlink)(p)
+        # x is what the server looks at: the kind the option does not keep.
+        keep_file = opt == "-m"
+        os.mkdir(ctx.path("x" if keep_file else "y"), 0o755)
+        with open(ctx.path("y" if keep_file else "x"), "w") as f:
+            f.write("file")
+        os.chmod(ctx.path("y" if keep_file else "x"), 0o644)
+        log = ctx.path("..", os.path.basename(ctx.tmp) + ".swaplog")
+        env = dict(os.environ, LD_PRELOAD=shim, FAULT_SWAP="x:y",
+                   FAULT_LOG=log)
+        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") +
+                               ":verify_asan_link_order=0").lstrip(":")
+        srv = ctx.server([opt, "0644" if keep_file else "0755"], env=env)
+        reply = srv.call(req("x", Attrs(permissions=0o6777)))
+        srv.close()
+        with open(log) as f:
+            swapped = "swap" in f.read()
+        os.unlink(log)
+        swaps += swapped
+        # The kind the option keeps, wherever the swap left it.
+        for n in ("x", "y"):
+            st = os.lstat(ctx.path(n))
+            if stat.S_ISDIR(st.st_mode) != keep_file:
+                expect_eq("%s %s: the %s's mode" % (opt, req.__name__,
+                          "file" if keep_file else "directory"),
+                          stat.S_IMODE(st.st_mode),
+                          0o644 if keep_file else 0o755)
+        ok(reply, "%s %s" % (opt, req.__name__))
+    expect(swaps == 3, "the shim swapped the names %d times of 3" % swaps)
 
 
 @test
