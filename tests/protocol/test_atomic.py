@@ -114,6 +114,7 @@ class Ctx:
         self.tmp = os.path.realpath(tempfile.mkdtemp(prefix="sftp-atomic-"))
         self.servers = []
         self.procs = []
+        self.extra = []     # directories of the test's own, removed after
 
     def server(self, args=(), env=None, cwd=None, init=True):
         srv = Server(SERVER_ARGV + ["-A"] + list(args), cwd=cwd or self.tmp,
@@ -153,7 +154,8 @@ class Ctx:
                 p.kill()
         for srv in self.servers:
             srv.kill()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        for d in self.extra + [self.tmp]:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 
@@ -556,6 +558,12 @@ def as_nobody():
 def test_others_files_in_place(ctx):
     if os.geteuid() != 0:
         raise suite.Skip("the session runs as nobody: needs root")
+    os.chmod(ctx.tmp, 0o777)
+    if not others_can_run(ctx.tmp):
+        raise suite.Skip("nobody cannot reach %s" % ctx.tmp)
+    binary = binary_for_others(SERVER_ARGV[0], os.path.dirname(ctx.tmp))
+    if binary != SERVER_ARGV[0]:
+        ctx.extra.append(os.path.dirname(binary))
     done = []
     for dmode in (0o1777, 0o777):
         os.chmod(ctx.tmp, dmode)
@@ -564,8 +572,8 @@ def test_others_files_in_place(ctx):
                                        ("mine", 65534, 65534, True)):
             ctx.write(name, b"old", mode=0o666)
             os.chown(ctx.path(name), uid, gid)
-            srv = Server(SERVER_ARGV + ["-A"], cwd=ctx.tmp, umask=UMASK,
-                         preexec_fn=as_nobody)
+            srv = Server([binary] + SERVER_ARGV[1:] + ["-A"], cwd=ctx.tmp,
+                         umask=UMASK, preexec_fn=as_nobody)
             ctx.servers.append(srv)
             srv.init()
             h = srv.open(name, UP)
