@@ -743,7 +743,8 @@ static const struct rule rules[] = {
 	/*
 	 * The fuzz harness (tests/fuzz/fuzz_session.c) runs session after
 	 * session in the thread the filter confines, and rebuilds its jail
-	 * there in between: start-up again (getuid, getrlimit of the handle
+	 * there in between: start-up again (getuid, geteuid and getegid of
+	 * -A's fs_upload_init(), getrlimit of the handle
 	 * table, umask of -u, PR_SET_DUMPABLE, chdir of -d and -r,
 	 * realpath(3) of -r), and its own descriptors, directories, listings
 	 * and chroot (to leave the jail before a report).
@@ -751,10 +752,12 @@ static const struct rule rules[] = {
 #ifdef __NR_getuid
 	ALLOW(getuid),
 	ALLOW(geteuid),
+	ALLOW(getegid),
 #endif
 #ifdef __NR_getuid32
 	ALLOW(getuid32),
 	ALLOW(geteuid32),
+	ALLOW(getegid32),
 #endif
 #ifdef __NR_getrlimit
 	ALLOW(getrlimit),
