@@ -1740,11 +1740,25 @@ rename_excl(struct fs_upload *u)
 }
 
 /*
+ * Attributes bound to a file's content, which the kernel removes when the
+ * content is written (file capabilities) or which vouch for the old bytes
+ * (IMA and EVM): the new content of an upload never takes them, as a file
+ * written in place would not keep them.
+ */
+static int
+content_bound(const char *name)
+{
+	return strcmp(name, "security.capability") == 0 ||
+	    strcmp(name, "security.ima") == 0 ||
+	    strcmp(name, "security.evm") == 0;
+}
+
+/*
  * The extended attributes of from given to to, the access ACL among them
- * (system.posix_acl_access), as cp -a does.  Returns -1 with errno only
- * when the ACL could not be given: the new file would let in whom the old
- * one kept out.  Others that cannot be set (a security label, file
- * capabilities, trusted.* for an unprivileged session) are left.
+ * (system.posix_acl_access), as cp -a does, but for content_bound() ones.
+ * Returns -1 with errno only when the ACL could not be given: the new file
+ * would let in whom the old one kept out.  Others that cannot be set (a
+ * security label, trusted.* for an unprivileged session) are left.
  */
 static int
 copy_xattrs(int from, int to)
@@ -1760,7 +1774,8 @@ copy_xattrs(int from, int to)
 	    (len = flistxattr(from, names, (size_t)len)) < 0)
 		goto fail;
 	for (char *p = names; r == 0 && p < names + len; p += strlen(p) + 1) {
-		if ((n = fgetxattr(from, p, NULL, 0)) < 0)
+		if (content_bound(p) ||
+		    (n = fgetxattr(from, p, NULL, 0)) < 0)
 			continue;	/* gone, or not ours to read */
 		if ((size_t)n > size) {
 			if ((grown = realloc(value, (size_t)n)) == NULL)
@@ -1786,11 +1801,30 @@ fail:
 }
 
 /*
+ * The mode st's file would have once written in place: a process without
+ * CAP_FSETID (a session not run as root) that truncates or writes a file
+ * loses its set-user-ID bit, and its set-group-ID bit where group members
+ * may execute it (the kernel's file_remove_privs()).
+ */
+static mode_t
+written_mode(const struct stat *st)
+{
+	mode_t m = st->st_mode & 07777;
+
+	if (upload_uid != 0) {
+		m &= ~(mode_t)S_ISUID;
+		if (m & S_IXGRP)
+			m &= ~(mode_t)S_ISGID;
+	}
+	return m;
+}
+
+/*
  * The file an upload replaces lends it what it has as the CLOSE comes: its
  * extended attributes, then its owner and group where the session may set
- * them, then its mode (as install(1) does the last two); but an owner or a
- * mode the client gave the upload through its handle (FSETSTAT, as put -p
- * does) stays.
+ * them, then its mode (as install(1) does the last two), each as a file
+ * written in place would keep it; but an owner or a mode the client gave
+ * the upload through its handle (FSETSTAT, as put -p does) stays.
  */
 static int
 take_attrs(int fd, const struct fs_upload *u)
@@ -1806,7 +1840,8 @@ take_attrs(int fd, const struct fs_upload *u)
 		/* The session's own owner and group stay. */
 	}
 	/* After the ACL, which sets the group's bits. */
-	(void)fchmod(fd, (u->mode_set ? own.st_mode : st.st_mode) & 07777);
+	(void)fchmod(fd, u->mode_set ? own.st_mode & 07777 :
+	    written_mode(&st));
 	return 0;
 }
 

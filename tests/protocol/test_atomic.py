@@ -46,6 +46,11 @@ Checks:
                             a member of (a new file could not keep them),
                             in a sticky directory and a plain one; its own
                             file of its own group is replaced
+  as_written_in_place       a replaced file's set-ID bits and file
+                            capabilities end as an upload in place leaves
+                            them: a session as root keeps set-user-ID and
+                            loses the capabilities, one as nobody loses
+                            both set-ID bits (the kernel's rules on write)
   trailing_slash            an upload to "new/" or "t/" (t a file) fails
                             as OpenSSH's OPEN does (FAILURE), nothing made
   handles_a_third           limits@openssh.com: a third of the handles of a
@@ -88,6 +93,7 @@ import os
 import shutil
 import signal
 import stat
+import struct
 import sys
 import tempfile
 import time
@@ -591,6 +597,67 @@ def test_others_files_in_place(ctx):
             done.append(name)
     os.chmod(ctx.tmp, 0o700)
     return ", ".join(sorted(set(done)))
+
+
+# File capabilities: version 2, CAP_NET_RAW permitted.
+CAPS = struct.pack("<5I", 0x02000000, 1 << 13, 0, 0, 0)
+
+
+def upload_over(ctx, binary, atomic, name, preexec_fn=None):
+    """name replaced through a session with -A or without: its mode and
+    whether it has file capabilities after the CLOSE."""
+    srv = Server([binary] + SERVER_ARGV[1:] + (["-A"] if atomic else []),
+                 cwd=ctx.tmp, umask=UMASK, preexec_fn=preexec_fn)
+    ctx.servers.append(srv)
+    srv.init()
+    h = srv.open(name, UP)
+    ok(srv.call(req_write(h, 0, b"new")), "WRITE")
+    ok(srv.call(req_close(h)), "CLOSE %s" % name)
+    srv.close()
+    expect_eq("%s: the target" % name, ctx.read(name), b"new")
+    try:
+        caps = os.getxattr(ctx.path(name), "security.capability") == CAPS
+    except OSError:
+        caps = False
+    return stat.S_IMODE(os.stat(ctx.path(name)).st_mode), caps
+
+
+@test
+def test_as_written_in_place(ctx):
+    if os.geteuid() != 0:
+        raise suite.Skip("set-ID bits of root's and nobody's: needs root")
+    done = []
+    # As root: set-user-ID kept (CAP_FSETID), capabilities lost.
+    got = {}
+    for atomic in (False, True):
+        ctx.write("root", b"old", mode=0o755)
+        os.chmod(ctx.path("root"), 0o4755)
+        try:
+            os.setxattr(ctx.path("root"), "security.capability", CAPS)
+            caps = True
+        except OSError:
+            caps = False    # not on this file system
+        got[atomic] = upload_over(ctx, SERVER_ARGV[0], atomic, "root")
+    expect_eq("as root, in place", got[False], (0o4755, False))
+    expect_eq("as root, -A", got[True], got[False])
+    done.append("root" + (" with capabilities" if caps else ""))
+    # As nobody, its own file: both set-ID bits lost.
+    os.chmod(ctx.tmp, 0o777)
+    if others_can_run(ctx.tmp):
+        binary = binary_for_others(SERVER_ARGV[0], os.path.dirname(ctx.tmp))
+        if binary != SERVER_ARGV[0]:
+            ctx.extra.append(os.path.dirname(binary))
+        for atomic in (False, True):
+            ctx.write("mine", b"old", mode=0o775)
+            os.chown(ctx.path("mine"), 65534, 65534)
+            os.chmod(ctx.path("mine"), 0o6775)
+            got[atomic] = upload_over(ctx, binary, atomic, "mine",
+                                      preexec_fn=as_nobody)
+        expect_eq("as nobody, in place", got[False], (0o775, False))
+        expect_eq("as nobody, -A", got[True], got[False])
+        done.append("nobody")
+    os.chmod(ctx.tmp, 0o700)
+    return ", ".join(done)
 
 
 @test
