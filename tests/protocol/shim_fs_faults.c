@@ -281,73 +281,41 @@ looked_up(int dir, const char *path)
 	errno = saved;
 }
 
-int
-stat(const char *path, struct stat *st)
-{
-	int r;
-
-	resolve();
-	r = real_stat(path, st);
-	looked_up(AT_FDCWD, path);
-	return r;
+/*
+ * The lookups FAULT_SWAP watches: each as the real call, then the swap.
+ * PATH_LOOKUP wraps a call by path, AT_LOOKUP one relative to a directory.
+ */
+#define PATH_LOOKUP(name, st_type)					\
+int									\
+name(const char *path, st_type *st)					\
+{									\
+	int r;								\
+									\
+	resolve();							\
+	r = real_##name(path, st);					\
+	looked_up(AT_FDCWD, path);					\
+	return r;							\
+}
+#define AT_LOOKUP(name, st_type)					\
+int									\
+name(int dir, const char *path, st_type *st, int flags)			\
+{									\
+	int r;								\
+									\
+	resolve();							\
+	r = real_##name(dir, path, st, flags);				\
+	looked_up(dir, path);						\
+	return r;							\
 }
 
-int
-lstat(const char *path, struct stat *st)
-{
-	int r;
-
-	resolve();
-	r = real_lstat(path, st);
-	looked_up(AT_FDCWD, path);
-	return r;
-}
-
-int
-fstatat(int dir, const char *path, struct stat *st, int flags)
-{
-	int r;
-
-	resolve();
-	r = real_fstatat(dir, path, st, flags);
-	looked_up(dir, path);
-	return r;
-}
-
+PATH_LOOKUP(stat, struct stat)
+PATH_LOOKUP(lstat, struct stat)
+AT_LOOKUP(fstatat, struct stat)
 #ifdef __GLIBC__
 /* The same, as glibc names them for a 64-bit off_t. */
-int
-stat64(const char *path, struct stat64 *st)
-{
-	int r;
-
-	resolve();
-	r = real_stat64(path, st);
-	looked_up(AT_FDCWD, path);
-	return r;
-}
-
-int
-lstat64(const char *path, struct stat64 *st)
-{
-	int r;
-
-	resolve();
-	r = real_lstat64(path, st);
-	looked_up(AT_FDCWD, path);
-	return r;
-}
-
-int
-fstatat64(int dir, const char *path, struct stat64 *st, int flags)
-{
-	int r;
-
-	resolve();
-	r = real_fstatat64(dir, path, st, flags);
-	looked_up(dir, path);
-	return r;
-}
+PATH_LOOKUP(stat64, struct stat64)
+PATH_LOOKUP(lstat64, struct stat64)
+AT_LOOKUP(fstatat64, struct stat64)
 #endif
 
 int
