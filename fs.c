@@ -1753,12 +1753,16 @@ content_bound(const char *name)
 	    strcmp(name, "security.evm") == 0;
 }
 
+#define ACL_ACCESS	"system.posix_acl_access"
+
 /*
  * The extended attributes of from given to to, the access ACL among them
- * (system.posix_acl_access), as cp -a does, but for content_bound() ones.
- * Returns -1 with errno only when the ACL could not be given: the new file
- * would let in whom the old one kept out.  Others that cannot be set (a
- * security label, trusted.* for an unprivileged session) are left.
+ * (ACL_ACCESS), as cp -a does, but for content_bound() ones; and an access
+ * ACL that to has and from has not (a default ACL of the directory gives
+ * one to every new file) taken away.  Returns -1 with errno only when the
+ * ACL could not be made the same: the new file would let in whom the old
+ * one kept out.  Others that cannot be set (a security label, trusted.*
+ * for an unprivileged session) are left.
  */
 static int
 copy_xattrs(int from, int to)
@@ -1768,6 +1772,11 @@ copy_xattrs(int from, int to)
 	size_t size = 0;
 	int r = 0;
 
+	if (fgetxattr(from, ACL_ACCESS, NULL, 0) == -1 &&
+	    (errno == ENODATA || errno == ENOTSUP) &&
+	    fremovexattr(to, ACL_ACCESS) == -1 && errno != ENODATA &&
+	    errno != ENOTSUP)
+		return -1;
 	if ((len = flistxattr(from, NULL, 0)) <= 0)
 		return 0;	/* none, or none here (ENOTSUP) */
 	if ((names = malloc((size_t)len)) == NULL ||
@@ -1786,7 +1795,7 @@ copy_xattrs(int from, int to)
 		if ((n = fgetxattr(from, p, value, size)) < 0)
 			continue;
 		if (fsetxattr(to, p, value, (size_t)n, 0) == -1 &&
-		    strcmp(p, "system.posix_acl_access") == 0)
+		    strcmp(p, ACL_ACCESS) == 0)
 			r = -1;
 	}
 	free(names);
@@ -1829,7 +1838,7 @@ written_mode(const struct stat *st)
 static int
 take_attrs(int fd, const struct fs_upload *u)
 {
-	struct stat st, own;
+	struct stat st, own, now;
 
 	if (fstat(u->oldfd, &st) == -1 ||
 	    (u->mode_set && fstat(fd, &own) == -1) ||
@@ -1837,7 +1846,20 @@ take_attrs(int fd, const struct fs_upload *u)
 		return -1;
 	if (!u->owner_set && fchown(fd, st.st_uid, st.st_gid) == -1 &&
 	    fchown(fd, (uid_t)-1, st.st_gid) == -1) {
-		/* The session's own owner and group stay. */
+		/* Root's new file keeps its own where none can be set. */
+	}
+	/*
+	 * Changed since the OPEN to an owner or a group the new file of a
+	 * session not run as root cannot take (replaceable(), keeps_group()):
+	 * the file is no longer the session's to replace.
+	 */
+	if (!u->owner_set && upload_uid != 0) {
+		if (fstat(fd, &now) == -1)
+			return -1;
+		if (now.st_uid != st.st_uid || now.st_gid != st.st_gid) {
+			errno = EPERM;
+			return -1;
+		}
 	}
 	/* After the ACL, which sets the group's bits. */
 	(void)fchmod(fd, u->mode_set ? own.st_mode & 07777 :

@@ -1418,16 +1418,21 @@ set_mode(const char *name, int fd, int follow, mode_t mode)
  * SETSTAT, FSETSTAT and LSETSTAT: size, permissions, times, then owner,
  * each tried even when an earlier one failed; as OpenSSH, the last failure
  * is the status.  fd is -1 to work on the path, following a final symlink
- * or not (follow); LSETSTAT never brings a size.
+ * or not (follow); LSETSTAT never brings a size.  done, unless NULL, gets
+ * the flags of the permissions and the owner where they were set.
  */
 static uint32_t
 apply_attrs(const char *event, const char *name, int fd, int follow,
-    const struct sftp_attrs *a)
+    const struct sftp_attrs *a, uint32_t *done)
 {
 	struct xfer_event ev = XFER_EVENT(event);
 	struct timespec ts[2];
-	uint32_t status = SSH_FX_OK;
+	uint32_t status = SSH_FX_OK, none;
 	int r;
+
+	if (done == NULL)
+		done = &none;
+	*done = 0;
 
 	ev.path = name;
 	if (a->flags & SSH_FILEXFER_ATTR_SIZE)
@@ -1457,6 +1462,8 @@ apply_attrs(const char *event, const char *name, int fd, int follow,
 			status = errno_to_status(errno);
 		else if (r != 0)
 			ev.mode_forced = 1;
+		else
+			*done |= SSH_FILEXFER_ATTR_PERMISSIONS;
 	}
 	if (a->flags & SSH_FILEXFER_ATTR_ACMODTIME) {
 		log_modtime(name, a->mtime);
@@ -1474,6 +1481,8 @@ apply_attrs(const char *event, const char *name, int fd, int follow,
 		if ((fd == -1 ? fs_chown(name, a->uid, a->gid, follow) :
 		    fchown(fd, a->uid, a->gid)) == -1)
 			status = errno_to_status(errno);
+		else
+			*done |= SSH_FILEXFER_ATTR_UIDGID;
 	}
 	return logged(&ev, status);
 }
@@ -1489,7 +1498,7 @@ process_setstat(uint32_t id, struct cursor *c)
 	    (r = pkt_get_attrs(c, &a)) != 0)
 		return PARSE_ERROR;
 	debug("request %u: setstat name \"%s\"", id, path1);
-	return apply_attrs("setstat", path1, -1, 1, &a);
+	return apply_attrs("setstat", path1, -1, 1, &a, NULL);
 }
 
 /* uint32 id, string handle, ATTRS attrs */
@@ -1498,6 +1507,7 @@ process_fsetstat(uint32_t id, struct cursor *c)
 {
 	struct sftp_attrs a;
 	struct handle *h;
+	uint32_t status, done;
 	int r;
 
 	h = get_handle(c, HANDLE_FILE, &r);
@@ -1506,16 +1516,18 @@ process_fsetstat(uint32_t id, struct cursor *c)
 	debug("request %u: fsetstat handle %d", id, handle_index(h));
 	if (h == NULL)
 		return SSH_FX_FAILURE;
-	r = (int)apply_attrs("fsetstat", h->path, h->fd, 1, &a);
-	/* An upload keeps at its CLOSE what the client gave it. */
-	if (h->up != NULL && r == SSH_FX_OK) {
-		if ((a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) &&
-		    ss->file_mode == -1)
+	status = apply_attrs("fsetstat", h->path, h->fd, 1, &a, &done);
+	/*
+	 * An upload keeps at its CLOSE the mode and owner the client gave
+	 * it, each that was set, whatever else of the request failed.
+	 */
+	if (h->up != NULL) {
+		if (done & SSH_FILEXFER_ATTR_PERMISSIONS)
 			h->up->mode_set = 1;
-		if (a.flags & SSH_FILEXFER_ATTR_UIDGID)
+		if (done & SSH_FILEXFER_ATTR_UIDGID)
 			h->up->owner_set = 1;
 	}
-	return (uint32_t)r;
+	return status;
 }
 
 /* uint32 id, string path */
@@ -1989,7 +2001,7 @@ process_ext_lsetstat(uint32_t id, struct cursor *c)
 	debug("request %u: lsetstat name \"%s\"", id, path1);
 	if (a.flags & SSH_FILEXFER_ATTR_SIZE)
 		return SSH_FX_BAD_MESSAGE;
-	return apply_attrs("lsetstat", path1, -1, 0, &a);
+	return apply_attrs("lsetstat", path1, -1, 0, &a, NULL);
 }
 
 /* uint32 id, string "limits@openssh.com" */

@@ -559,6 +559,7 @@ static const struct rule rules[] = {
 	ALLOW(flistxattr),
 	ALLOW(fgetxattr),
 	ALLOW(fsetxattr),
+	ALLOW(fremovexattr),	/* an ACL the old file did not have */
 #ifdef __NR_fchown32
 	ALLOW(fchown32),	/* the same on 32-bit systems */
 #endif
@@ -1192,7 +1193,7 @@ static const struct rule link_rows[] = {
 };
 /* And these are off the list without -A (copy_xattrs() in fs.c). */
 static const long upload_calls[] = {
-	__NR_flistxattr, __NR_fgetxattr, __NR_fsetxattr,
+	__NR_flistxattr, __NR_fgetxattr, __NR_fsetxattr, __NR_fremovexattr,
 };
 
 static void

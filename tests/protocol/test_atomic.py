@@ -46,6 +46,12 @@ Checks:
                             a member of (a new file could not keep them),
                             in a sticky directory and a plain one; its own
                             file of its own group is replaced
+  changed_meanwhile         as nobody: a file whose owner or group is
+                            changed to ones the session cannot give between
+                            the OPEN and the CLOSE is not replaced (the
+                            CLOSE fails, PERMISSION_DENIED); an FSETSTAT
+                            whose mode was set but whose owner was refused
+                            keeps that mode at the CLOSE
   as_written_in_place       a replaced file's set-ID bits and file
                             capabilities end as an upload in place leaves
                             them: a session as root keeps set-user-ID and
@@ -479,11 +485,10 @@ def test_replace_keeps_mode(ctx):
         os.stat(ctx.path("n")).st_mode), 0o640)
 
 
-def acl_blob(denied_uid):
-    """A POSIX access ACL (the kernel's xattr form): rw-r--r-- with the
-    user denied_uid given nothing."""
-    import struct
-    entries = [(0x01, 6, 0xffffffff), (0x02, 0, denied_uid),
+def acl_blob(uid, perm=0):
+    """A POSIX ACL (the kernel's xattr form): rw-r--r-- with the user uid
+    given perm (by default nothing)."""
+    entries = [(0x01, 6, 0xffffffff), (0x02, perm, uid),
                (0x04, 4, 0xffffffff), (0x10, 4, 0xffffffff),
                (0x20, 4, 0xffffffff)]
     return struct.pack("<I", 2) + b"".join(
@@ -524,7 +529,29 @@ def test_attributes_at_close(ctx):
               b"kept")
     expect_eq("the ACL", os.getxattr(ctx.path("x"),
                                      "system.posix_acl_access"), acl)
-    return "mode, user.label and the ACL"
+    # A default ACL of the directory gives the new file an ACL that the old
+    # one has not: taken away, as a write in place would not add it.
+    os.mkdir(ctx.path("d"))
+    try:
+        os.setxattr(ctx.path("d"), "system.posix_acl_default",
+                    acl_blob(1234, 7))
+        ctx.write("d/y", b"old", mode=0o640)
+        # The old file without the ACL it inherited.
+        os.removexattr(ctx.path("d/y"), "system.posix_acl_access")
+    except OSError as e:
+        return "mode, user.label and the ACL; default ACLs not checked: " \
+            "%s" % e.strerror
+    os.chmod(ctx.path("d/y"), 0o640)
+    h = srv.open("d/y", UP)
+    send_writes(srv, h, b"new", 0, 3)
+    ok(srv.call(req_close(h)), "CLOSE")
+    expect_eq("under a default ACL, the target", ctx.read("d/y"), b"new")
+    expect_eq("under a default ACL, the ACLs", [
+        n for n in os.listxattr(ctx.path("d/y")) if n.startswith("system.")],
+        [])
+    expect_eq("under a default ACL, the mode",
+              stat.S_IMODE(os.stat(ctx.path("d/y")).st_mode), 0o640)
+    return "mode, user.label, the ACL, none from a default ACL"
 
 
 @test
@@ -597,6 +624,55 @@ def test_others_files_in_place(ctx):
             done.append(name)
     os.chmod(ctx.tmp, 0o700)
     return ", ".join(sorted(set(done)))
+
+
+@test
+def test_changed_meanwhile(ctx):
+    if os.geteuid() != 0:
+        raise suite.Skip("the session runs as nobody: needs root")
+    os.chmod(ctx.tmp, 0o777)
+    if not others_can_run(ctx.tmp):
+        raise suite.Skip("nobody cannot reach %s" % ctx.tmp)
+    binary = binary_for_others(SERVER_ARGV[0], os.path.dirname(ctx.tmp))
+    if binary != SERVER_ARGV[0]:
+        ctx.extra.append(os.path.dirname(binary))
+
+    def session():
+        srv = Server([binary] + SERVER_ARGV[1:] + ["-A"], cwd=ctx.tmp,
+                     umask=UMASK, preexec_fn=as_nobody)
+        ctx.servers.append(srv)
+        srv.init()
+        return srv
+    for owner in ((1002, 1002), (65534, 0)):
+        ctx.write("t", b"old", mode=0o660)
+        os.chown(ctx.path("t"), 65534, 65534)
+        srv = session()
+        h = srv.open("t", UP)
+        ok(srv.call(req_write(h, 0, b"new")), "WRITE")
+        os.chown(ctx.path("t"), *owner)
+        reply = srv.call(req_close(h))
+        expect(isinstance(reply, Status) and
+               reply.code == SSH_FX_PERMISSION_DENIED,
+               "chown %d:%d meanwhile: CLOSE %r" % (owner + (reply,)))
+        st = os.stat(ctx.path("t"))
+        expect_eq("chown %d:%d meanwhile: the target" % owner,
+                  (ctx.read("t"), st.st_uid, st.st_gid), (b"old",) + owner)
+        srv.close()
+        expect_eq("chown %d:%d meanwhile: the directory" % owner,
+                  names(ctx), ["t"])
+    # FSETSTAT: the mode set, the owner refused.
+    ctx.write("t", b"old", mode=0o644)
+    os.chown(ctx.path("t"), 65534, 65534)
+    srv = session()
+    h = srv.open("t", UP)
+    reply = srv.call(req_fsetstat(h, Attrs(permissions=0o600, uid=0, gid=0)))
+    expect(isinstance(reply, Status) and
+           reply.code == SSH_FX_PERMISSION_DENIED, "FSETSTAT %r" % (reply,))
+    ok(srv.call(req_close(h)), "CLOSE")
+    srv.close()
+    expect_eq("the mode FSETSTAT set", stat.S_IMODE(
+        os.stat(ctx.path("t")).st_mode), 0o600)
+    os.chmod(ctx.tmp, 0o700)
 
 
 # File capabilities: version 2, CAP_NET_RAW permitted.

@@ -91,7 +91,7 @@ NR = {
              "rename": 82, "link": 86, "symlink": 88, "setsockopt": 54,
              "getsockopt": 55, "fcntl": 72, "madvise": 28, "getppid": 110,
              "linkat": 265, "fsetxattr": 190, "fgetxattr": 193,
-             "flistxattr": 196},
+             "flistxattr": 196, "fremovexattr": 199},
     I386: {"close": 6, "mmap": 192, "socket": 359, "getpid": 20,
            "execve": 11, "kill": 37, "ptrace": 26, "openat": 295,
            "socketcall": 102, "connect": 362, "stat": 195, "lstat": 196,
@@ -100,7 +100,7 @@ NR = {
            "unlink": 10, "rename": 38, "link": 9, "symlink": 83,
            "setsockopt": 366, "getsockopt": 365, "fcntl": 221,
            "madvise": 219, "getppid": 64, "linkat": 303, "fsetxattr": 228,
-           "fgetxattr": 231, "flistxattr": 234},
+           "fgetxattr": 231, "flistxattr": 234, "fremovexattr": 237},
 }
 X32_BIT = 0x40000000
 SYS_SOCKET = 1      # socketcall(2)'s socket(2)
@@ -535,14 +535,15 @@ def test_linkat_flags_only_under_A(ctx):
 
 @test
 def test_xattr_calls_only_under_A(ctx):
-    """From inside the live server: flistxattr, fgetxattr and fsetxattr on
-    stdin.  Without -A they are off the list (ENOSYS, one line each in the
+    """From inside the live server: flistxattr, fgetxattr, fsetxattr and
+    fremovexattr on stdin.  Without -A they are off the list (ENOSYS, one line each in the
     log); under -A, whose uploads take the extended attributes of the file
     they replace, the filter lets them through to the kernel (which has no
     attributes for a pipe)."""
     calls = (("flistxattr", 0, 0, 0),
              ("fgetxattr", 0, "security.sftp-test", 0, 0),
-             ("fsetxattr", 0, "security.sftp-test", "x", 1, 0))
+             ("fsetxattr", 0, "security.sftp-test", "x", 1, 0),
+             ("fremovexattr", 0, "security.sftp-test"))
     machine = elf_machine(SERVER)
     # A sanitizer build aborts at a call off the list (off_the_list).
     sanitized = bool(os.environ.get("SFTP_SANITIZED"))
