@@ -745,10 +745,10 @@ static const struct rule rules[] = {
 	 * The fuzz harness (tests/fuzz/fuzz_session.c) runs session after
 	 * session in the thread the filter confines, and rebuilds its jail
 	 * there in between: start-up again (getuid, geteuid and getegid of
-	 * -A's fs_upload_init(), getrlimit of the handle
-	 * table, umask of -u, PR_SET_DUMPABLE, chdir of -d and -r,
-	 * realpath(3) of -r), and its own descriptors, directories, listings
-	 * and chroot (to leave the jail before a report).
+	 * -A's fs_upload_init(), getrlimit of the handle table, umask of -u,
+	 * PR_SET_DUMPABLE, chdir of -d and -r, realpath(3) of -r), and its
+	 * own descriptors, directories, listings and chroot (to leave the
+	 * jail before a report).
 	 */
 #ifdef __NR_getuid
 	ALLOW(getuid),

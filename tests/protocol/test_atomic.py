@@ -587,16 +587,26 @@ def as_nobody():
     os.setuid(65534)
 
 
+def nobodys_binary(ctx):
+    """The work directory opened to all, and a server binary that nobody
+    can run (a copy, removed after, when the clone is closed to others);
+    None when nobody cannot reach the work directory."""
+    os.chmod(ctx.tmp, 0o777)
+    if not others_can_run(ctx.tmp):
+        return None
+    binary = binary_for_others(SERVER_ARGV[0], os.path.dirname(ctx.tmp))
+    if binary != SERVER_ARGV[0]:
+        ctx.extra.append(os.path.dirname(binary))
+    return binary
+
+
 @test
 def test_others_files_in_place(ctx):
     if os.geteuid() != 0:
         raise suite.Skip("the session runs as nobody: needs root")
-    os.chmod(ctx.tmp, 0o777)
-    if not others_can_run(ctx.tmp):
+    binary = nobodys_binary(ctx)
+    if binary is None:
         raise suite.Skip("nobody cannot reach %s" % ctx.tmp)
-    binary = binary_for_others(SERVER_ARGV[0], os.path.dirname(ctx.tmp))
-    if binary != SERVER_ARGV[0]:
-        ctx.extra.append(os.path.dirname(binary))
     done = []
     for dmode in (0o1777, 0o777):
         os.chmod(ctx.tmp, dmode)
@@ -630,12 +640,9 @@ def test_others_files_in_place(ctx):
 def test_changed_meanwhile(ctx):
     if os.geteuid() != 0:
         raise suite.Skip("the session runs as nobody: needs root")
-    os.chmod(ctx.tmp, 0o777)
-    if not others_can_run(ctx.tmp):
+    binary = nobodys_binary(ctx)
+    if binary is None:
         raise suite.Skip("nobody cannot reach %s" % ctx.tmp)
-    binary = binary_for_others(SERVER_ARGV[0], os.path.dirname(ctx.tmp))
-    if binary != SERVER_ARGV[0]:
-        ctx.extra.append(os.path.dirname(binary))
 
     def session():
         srv = Server([binary] + SERVER_ARGV[1:] + ["-A"], cwd=ctx.tmp,
@@ -718,11 +725,8 @@ def test_as_written_in_place(ctx):
     expect_eq("as root, -A", got[True], got[False])
     done.append("root" + (" with capabilities" if caps else ""))
     # As nobody, its own file: both set-ID bits lost.
-    os.chmod(ctx.tmp, 0o777)
-    if others_can_run(ctx.tmp):
-        binary = binary_for_others(SERVER_ARGV[0], os.path.dirname(ctx.tmp))
-        if binary != SERVER_ARGV[0]:
-            ctx.extra.append(os.path.dirname(binary))
+    binary = nobodys_binary(ctx)
+    if binary is not None:
         for atomic in (False, True):
             ctx.write("mine", b"old", mode=0o775)
             os.chown(ctx.path("mine"), 65534, 65534)
