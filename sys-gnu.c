@@ -1,10 +1,11 @@
 /*
- * copy_file_range(2), renameat2(2), ppoll(2), preadv2(2), F_SETPIPE_SZ and
- * O_PATH are GNU extensions in glibc, hence _GNU_SOURCE for this file; fs.c
- * is the only other file that sets it (for O_PATH).  Where the C library has no
- * wrapper (musl has no renameat2(), and glibc's wrapper is the one a test
- * shim replaces), the system call is made through syscall(2); where Linux
- * lacks it, callers get ENOSYS and take their portable path.
+ * copy_file_range(2), renameat2(2), ppoll(2), preadv2(2), F_SETPIPE_SZ,
+ * O_PATH and dl_iterate_phdr(3) are GNU extensions in glibc, hence
+ * _GNU_SOURCE for this file; fs.c is the only other file that sets it (for
+ * O_PATH).  Where the C library has no wrapper (musl has no renameat2(),
+ * and glibc's wrapper is the one a test shim replaces), the system call is
+ * made through syscall(2); where Linux lacks it, callers get ENOSYS and
+ * take their portable path.
  */
 #define _GNU_SOURCE
 
@@ -12,11 +13,15 @@
 #ifdef __linux__
 #include <sys/syscall.h>
 #endif
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __linux__
+#include <link.h>
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -169,3 +174,112 @@ sys_thread_sleeps(void)
 	return -1;
 #endif
 }
+
+#ifdef __linux__
+static int
+count_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)info;
+	(void)size;
+	++*(int *)arg;
+	return 0;
+}
+
+int
+sys_objects_loaded(void)
+{
+	int n = 0;
+
+	(void)dl_iterate_phdr(count_object, &n);
+	return n;
+}
+
+/* Whether the object's text was written by the loader (DT_TEXTREL). */
+static int
+has_text_relocations(const struct dl_phdr_info *info)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const ElfW(Dyn) *d;
+
+		if (ph->p_type != PT_DYNAMIC)
+			continue;
+		d = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
+		for (; d->d_tag != DT_NULL; d++)
+			if (d->d_tag == DT_TEXTREL || (d->d_tag == DT_FLAGS &&
+			    (d->d_un.d_val & DF_TEXTREL) != 0))
+				return 1;
+	}
+	return 0;
+}
+
+#define RELEASE_MAX	32
+struct release {
+	int		 seen, skip, count;
+	uintptr_t	 page;
+	uintptr_t	 beg[RELEASE_MAX], end[RELEASE_MAX];
+};
+
+/*
+ * A segment the loader never writes: not writable (the relocated data,
+ * RELRO included, is in writable ones), all from the file (no zeroed
+ * tail), and no text relocations in the object.  Only its whole pages.
+ */
+static int
+release_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct release *r = arg;
+
+	(void)size;
+	if (r->seen++ < r->skip || has_text_relocations(info))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t beg, end;
+
+		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W) != 0 ||
+		    ph->p_memsz != ph->p_filesz)
+			continue;
+		beg = info->dlpi_addr + ph->p_vaddr;
+		end = beg + ph->p_memsz;
+		beg = (beg + r->page - 1) & ~(r->page - 1);
+		end &= ~(r->page - 1);
+		if (beg < end && r->count < RELEASE_MAX) {
+			r->beg[r->count] = beg;
+			r->end[r->count++] = end;
+		}
+	}
+	return 0;
+}
+
+void
+sys_objects_release(int count)
+{
+	struct release r;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (page <= 0)
+		return;
+	r.seen = 0;
+	r.skip = count;
+	r.count = 0;
+	r.page = (uintptr_t)page;
+	(void)dl_iterate_phdr(release_object, &r);
+	/* After the walk, which reads the headers in the first pages. */
+	for (int i = 0; i < r.count; i++)
+		(void)madvise((void *)r.beg[i], r.end[i] - r.beg[i],
+		    MADV_DONTNEED);
+}
+#else
+int
+sys_objects_loaded(void)
+{
+	return -1;
+}
+
+void
+sys_objects_release(int count)
+{
+	(void)count;
+}
+#endif

@@ -73,4 +73,18 @@ ssize_t	sys_pread_nowait(int fd, void *buf, size_t len, off_t off);
  */
 long	sys_thread_sleeps(void);
 
+/*
+ * How many objects (the program, its libraries, those loaded later) the
+ * process has loaded (dl_iterate_phdr(3)), or -1 where that cannot be
+ * known.
+ */
+int	sys_objects_loaded(void);
+/*
+ * Gives back the pages of the read-only parts of the objects loaded after
+ * the first count, where each page is still the file's own (no text
+ * relocations): their mappings stay, and a later use faults in what it
+ * touches again.
+ */
+void	sys_objects_release(int count);
+
 #endif /* SYS_GNU_H */

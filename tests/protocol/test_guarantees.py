@@ -10,7 +10,8 @@
     waiting for.
   * An idle session keeps one page per pipe and gives its buffers back, and
     so does one kept alive by a trickle of small requests; a session whose
-    user's pipe quota is spent still works.
+    user's pipe quota is spent still works.  The name-service modules
+    loaded before the sandbox keep no read-only page resident.
   * -p is never wider than OpenSSH's reading of it, -P never narrower, and
     an ambiguous list is reported at start.
   * -r refuses a root directory that anyone but root could swap.
@@ -630,6 +631,72 @@ def _(ctx):
     expect(srv.close() == 0, "exit status")
     return "pipes %r busy, %r idle; %d KiB private dirty, %d KiB of them " \
         "the executable's" % (busy, idle, kib, own)
+
+
+def module_pages(pid, name):
+    """Of each read-only mapping of the file called name in pid's maps: its
+    resident pages (smaps' Rss), and its size in pages."""
+    out, cur = [], None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) (\S+) ", line)
+            if m:
+                cur = None
+                if len(fields) >= 6 and os.path.basename(fields[5]) == \
+                        name and "w" not in m.group(3):
+                    cur = (int(m.group(2), 16) - int(m.group(1), 16)) // 4096
+            elif fields[0] == "Rss:" and cur is not None:
+                out.append((int(fields[1]) // 4, cur))
+    return out
+
+
+@test("a name-service module loaded before the sandbox keeps no page of "
+      "its read-only parts resident, and still answers")
+def _(ctx):
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        raise Skip("needs unshare(1) and root, for an nsswitch.conf of the "
+                   "test's own in a private mount namespace")
+    if SANITIZED or EMULATOR:
+        raise Skip("the mappings of a sanitized or emulated server are not "
+                   "the server's alone")
+    conf = ctx.path("nsswitch.conf")
+    with open(conf, "w") as f:
+        f.write("passwd: files compat\ngroup: files compat\n")
+    script = 'mount --bind "$1" /etc/nsswitch.conf && exec "$2" -e'
+    srv = sftpwire.Server(["unshare", "-m", "--propagation", "private", "sh",
+                           "-c", script, "sh", conf, SERVER], cwd=ctx.dir,
+                          timeout=10 * SLOW)
+    ctx.servers.append(srv)
+    try:
+        srv.init()
+    except sftpwire.WireError:
+        raise Skip("cannot bind-mount in a private namespace here: %r" %
+                   srv.stderr_output().strip()[:200])
+    pages = module_pages(srv.proc.pid, "libnss_compat.so.2")
+    if not pages:
+        raise Skip("the server loaded no libnss_compat.so.2 (a C library "
+                   "without name-service modules)")
+    # Loading ran the module's code and relocated it, and the kernel
+    # mapped the neighbours of each page touched: without the release,
+    # its text is all resident.  After it, at most the pages a segment
+    # shares with the next (its partial ends).
+    expect(all(rss <= 2 for rss, _ in pages), "resident pages of the "
+           "module's read-only mappings (resident, size): %r" % pages)
+    # An id no file names: files, then compat, whose code faults back in.
+    body = struct.pack(">II", 4, 54321) + struct.pack(">II", 4, 54321)
+    r = srv.call(req_extended("users-groups-by-id@openssh.com", body))
+    expect(isinstance(r, sftpwire.ExtendedReply) and
+           sftpwire.parse_users_groups(r.data) == ([b""], [b""]),
+           "users-groups-by-id of an unknown id: %r" % (r,))
+    r = srv.call(req_extended("users-groups-by-id@openssh.com",
+                              struct.pack(">II", 4, 0) * 2))
+    expect(isinstance(r, sftpwire.ExtendedReply) and
+           sftpwire.parse_users_groups(r.data) == ([b"root"], [b"root"]),
+           "users-groups-by-id of 0: %r" % (r,))
+    expect(srv.close() == 0, "exit status")
+    return "libnss_compat.so.2's read-only mappings (resident pages, " \
+        "size): %r" % pages
 
 
 @test("stderr, a third pipe from sshd, is a page while idle and comes "
