@@ -25,8 +25,12 @@
 #define SFTP_MAX_READ		(SFTP_MAX_MSG - 1024)
 /* Longest WRITE a client should send, as limits@openssh.com reports. */
 #define SFTP_MAX_WRITE		(SFTP_MAX_MSG - 1024)
-/* Input read ahead of the packet being parsed (see ibuf_room() in packet.c). */
-#define IBUF_SOFT		(512 * 1024)
+/*
+ * Input read ahead of the packet being parsed (see ibuf_room() in packet.c).
+ * Uploads cost the same CPU with 384 KiB as with 512 (128 KiB costs 10%
+ * more), and a busy session's peak is the smaller: bench/RESULTS.md.
+ */
+#define IBUF_SOFT		(384 * 1024)
 /* The same while WRITEs in workers' hands pin the buffer (struct ibuf). */
 #define IBUF_HARD		(4 * 1024 * 1024)
 /* Replies queued before the queue is written out and stdin is left alone. */
