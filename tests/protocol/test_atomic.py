@@ -600,13 +600,28 @@ def nobodys_binary(ctx):
     return binary
 
 
-@test
-def test_others_files_in_place(ctx):
+def nobodys_binary_or_skip(ctx):
+    """nobodys_binary(), or Skip where a session cannot run as nobody."""
     if os.geteuid() != 0:
         raise suite.Skip("the session runs as nobody: needs root")
     binary = nobodys_binary(ctx)
     if binary is None:
         raise suite.Skip("nobody cannot reach %s" % ctx.tmp)
+    return binary
+
+
+def session_of(ctx, binary, atomic=True, preexec_fn=as_nobody):
+    """A session in ctx.tmp, with -A or without, after INIT."""
+    srv = Server([binary] + SERVER_ARGV[1:] + (["-A"] if atomic else []),
+                 cwd=ctx.tmp, umask=UMASK, preexec_fn=preexec_fn)
+    ctx.servers.append(srv)
+    srv.init()
+    return srv
+
+
+@test
+def test_others_files_in_place(ctx):
+    binary = nobodys_binary_or_skip(ctx)
     done = []
     for dmode in (0o1777, 0o777):
         os.chmod(ctx.tmp, dmode)
@@ -615,10 +630,7 @@ def test_others_files_in_place(ctx):
                                        ("mine", 65534, 65534, True)):
             ctx.write(name, b"old", mode=0o666)
             os.chown(ctx.path(name), uid, gid)
-            srv = Server([binary] + SERVER_ARGV[1:] + ["-A"], cwd=ctx.tmp,
-                         umask=UMASK, preexec_fn=as_nobody)
-            ctx.servers.append(srv)
-            srv.init()
+            srv = session_of(ctx, binary)
             h = srv.open(name, UP)
             ok(srv.call(req_write(h, 0, b"new")), "WRITE")
             # In place: the target has the new bytes before the CLOSE.
@@ -638,22 +650,11 @@ def test_others_files_in_place(ctx):
 
 @test
 def test_changed_meanwhile(ctx):
-    if os.geteuid() != 0:
-        raise suite.Skip("the session runs as nobody: needs root")
-    binary = nobodys_binary(ctx)
-    if binary is None:
-        raise suite.Skip("nobody cannot reach %s" % ctx.tmp)
-
-    def session():
-        srv = Server([binary] + SERVER_ARGV[1:] + ["-A"], cwd=ctx.tmp,
-                     umask=UMASK, preexec_fn=as_nobody)
-        ctx.servers.append(srv)
-        srv.init()
-        return srv
+    binary = nobodys_binary_or_skip(ctx)
     for owner in ((1002, 1002), (65534, 0)):
         ctx.write("t", b"old", mode=0o660)
         os.chown(ctx.path("t"), 65534, 65534)
-        srv = session()
+        srv = session_of(ctx, binary)
         h = srv.open("t", UP)
         ok(srv.call(req_write(h, 0, b"new")), "WRITE")
         os.chown(ctx.path("t"), *owner)
@@ -670,7 +671,7 @@ def test_changed_meanwhile(ctx):
     # FSETSTAT: the mode set, the owner refused.
     ctx.write("t", b"old", mode=0o644)
     os.chown(ctx.path("t"), 65534, 65534)
-    srv = session()
+    srv = session_of(ctx, binary)
     h = srv.open("t", UP)
     reply = srv.call(req_fsetstat(h, Attrs(permissions=0o600, uid=0, gid=0)))
     expect(isinstance(reply, Status) and
@@ -689,10 +690,7 @@ CAPS = struct.pack("<5I", 0x02000000, 1 << 13, 0, 0, 0)
 def upload_over(ctx, binary, atomic, name, preexec_fn=None):
     """name replaced through a session with -A or without: its mode and
     whether it has file capabilities after the CLOSE."""
-    srv = Server([binary] + SERVER_ARGV[1:] + (["-A"] if atomic else []),
-                 cwd=ctx.tmp, umask=UMASK, preexec_fn=preexec_fn)
-    ctx.servers.append(srv)
-    srv.init()
+    srv = session_of(ctx, binary, atomic, preexec_fn)
     h = srv.open(name, UP)
     ok(srv.call(req_write(h, 0, b"new")), "WRITE")
     ok(srv.call(req_close(h)), "CLOSE %s" % name)

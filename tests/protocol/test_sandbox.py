@@ -536,10 +536,10 @@ def test_linkat_flags_only_under_A(ctx):
 @test
 def test_xattr_calls_only_under_A(ctx):
     """From inside the live server: flistxattr, fgetxattr, fsetxattr and
-    fremovexattr on stdin.  Without -A they are off the list (ENOSYS, one line each in the
-    log); under -A, whose uploads take the extended attributes of the file
-    they replace, the filter lets them through to the kernel (which has no
-    attributes for a pipe)."""
+    fremovexattr on stdin.  Without -A they are off the list (ENOSYS, one
+    line each in the log); under -A, whose uploads take the extended
+    attributes of the file they replace, the filter lets them through to
+    the kernel (which has no attributes for a pipe)."""
     calls = (("flistxattr", 0, 0, 0),
              ("fgetxattr", 0, "security.sftp-test", 0, 0),
              ("fsetxattr", 0, "security.sftp-test", "x", 1, 0),
