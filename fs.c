@@ -1839,6 +1839,8 @@ static int
 take_attrs(int fd, const struct fs_upload *u)
 {
 	struct stat st, own, now;
+	mode_t mode;
+	int e;
 
 	if (fstat(u->oldfd, &st) == -1 ||
 	    (u->mode_set && fstat(fd, &own) == -1) ||
@@ -1862,8 +1864,20 @@ take_attrs(int fd, const struct fs_upload *u)
 		}
 	}
 	/* After the ACL, which sets the group's bits. */
-	(void)fchmod(fd, u->mode_set ? own.st_mode & 07777 :
-	    written_mode(&st));
+	mode = u->mode_set ? own.st_mode & 07777 : written_mode(&st);
+	if (fchmod(fd, mode) == -1) {
+		/*
+		 * Refused (a file system whose modes are fixed): the file
+		 * goes in place only if that lets no one in whom the mode
+		 * kept out.
+		 */
+		e = errno;
+		if (fstat(fd, &now) == -1 ||
+		    (now.st_mode & 07777 & ~mode) != 0) {
+			errno = e;
+			return -1;
+		}
+	}
 	return 0;
 }
 

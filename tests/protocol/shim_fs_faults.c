@@ -33,6 +33,9 @@
  *                           walk over "..".
  *   FAULT_FCHMODAT2=errno   syscall(SYS_fchmodat2, ...) fails with errno,
  *                           as on kernels before 6.6.
+ *   FAULT_FCHMOD=errno      fchmod() fails with errno, as on a file system
+ *                           whose modes are fixed at mount (vfat, some
+ *                           FUSE ones).
  *   FAULT_EIO_PREFIX=path   close(), fsync() and fdatasync() of a file
  *                           whose path starts with path make the real call,
  *                           then fail with EIO: a write-back error.
@@ -81,6 +84,7 @@
 #endif
 
 static int cfr_errno, renameat2_errno, link_errno, fchmodat2_errno;
+static int fchmod_errno;
 static int link_empty_errno, tmpfile_errno, no_proc;
 static long openat2_eagain;
 /*
@@ -112,6 +116,7 @@ static int (*real_renameat2)(int, const char *, int, const char *,
     unsigned int);
 static int (*real_link)(const char *, const char *);
 static int (*real_linkat)(int, const char *, int, const char *, int);
+static int (*real_fchmod)(int, mode_t);
 static int (*real_access)(const char *, int);
 static int (*real_openat)(int, const char *, int, ...);
 static int (*real_open)(const char *, int, ...);
@@ -169,6 +174,7 @@ resolve(void)
 	real_renameat2 = next_symbol("renameat2");
 	real_link = next_symbol("link");
 	real_linkat = next_symbol("linkat");
+	real_fchmod = next_symbol("fchmod");
 	real_access = next_symbol("access");
 	real_openat = next_symbol("openat");
 	real_open = next_symbol("open");
@@ -222,6 +228,7 @@ shim_init(void)
 	tmpfile_errno = env_errno("FAULT_TMPFILE");
 	no_proc = getenv("FAULT_NO_PROC") != NULL;
 	fchmodat2_errno = env_errno("FAULT_FCHMODAT2");
+	fchmod_errno = env_errno("FAULT_FCHMOD");
 	if ((s = getenv("FAULT_OPENAT2_EAGAIN")) != NULL)
 		openat2_eagain = strtol(s, NULL, 10);
 	if ((s = getenv("FAULT_CFR_AFTER")) != NULL)
@@ -563,6 +570,15 @@ linkat(int olddir, const char *old, int newdir, const char *new, int flags)
 	if (no_proc && strncmp(old, "/proc/", 6) == 0)
 		return fault("linkat", ENOENT);
 	return real_linkat(olddir, old, newdir, new, flags);
+}
+
+int
+fchmod(int fd, mode_t mode)
+{
+	resolve();
+	if (fchmod_errno != 0)
+		return fault("fchmod", fchmod_errno);
+	return real_fchmod(fd, mode);
 }
 
 int

@@ -25,6 +25,11 @@ Checks:
   failed_write_discards     a WRITE into the upload fails (ESTALE, from
                             shim_fs_faults.c): its CLOSE fails with it and
                             the old file stays, nothing else
+  mode_refused_at_close     fchmod refused at the CLOSE (shim_fs_faults.c,
+                            as on a file system of fixed modes): an upload
+                            whose mode would be wider than the old file's
+                            is not put in place (PERMISSION_DENIED), one no
+                            wider is
   own_handle                through the upload's handle: READ, FSTAT,
                             FSETSTAT, fsync, check-file and copy-data act
                             on the upload; STAT, LSTAT, READDIR and an OPEN
@@ -407,6 +412,28 @@ def test_failed_write_discards(ctx):
               SSH_FX_FAILURE)
     expect_eq("the target", ctx.read("t"), b"old")
     expect_eq("the directory", names(ctx), ["t"])
+
+
+@test
+def test_mode_refused_at_close(ctx):
+    env = ctx.shimmed(FCHMOD="EPERM")
+    for name, old_mode, placed in (("narrow", 0o600, False),
+                                   ("same", 0o644, True)):
+        ctx.write(name, b"old", mode=old_mode)
+        srv = ctx.server(env=env)
+        h = srv.open(name, UP, Attrs(permissions=0o644))
+        ok(srv.call(req_write(h, 0, b"new")), "WRITE")
+        reply = srv.call(req_close(h))
+        expect_type(reply, Status, "CLOSE %s" % name)
+        expect_eq("CLOSE over a %o file, its mode refused" % old_mode,
+                  reply.code,
+                  SSH_FX_OK if placed else SSH_FX_PERMISSION_DENIED)
+        srv.close()
+        st = os.stat(ctx.path(name))
+        expect_eq("%s: the target and its mode" % name,
+                  (ctx.read(name), stat.S_IMODE(st.st_mode)),
+                  (b"new" if placed else b"old", old_mode))
+    expect_eq("the directory", names(ctx), ["narrow", "same"])
 
 
 @test
