@@ -1,9 +1,11 @@
 /*
  * callrate: how many storage calls per second a program can make, so that
  * slowfs's own ceiling can be measured: N threads each lstat() one path M
- * times, as fast as they can, started together.
+ * times, as fast as they can, started together.  With -r each thread
+ * instead reads one byte of PATH with pread(2) on a descriptor of its own:
+ * calls that slowfs tells apart by their descriptor, as a server's reads.
  *
- *	callrate THREADS CALLS PATH
+ *	callrate [-r] THREADS CALLS PATH
  *
  * It prints "threads=N calls=TOTAL wall=SECONDS rate=CALLS_PER_SECOND".
  * Under "slowfs -d D", N threads can make at most N / D calls per second;
@@ -13,16 +15,19 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_THREADS	1024
 
 static const char *path;
 static long calls;
+static int use_pread;
 static pthread_barrier_t start;
 
 static void usage(void) __attribute__((noreturn));
@@ -30,7 +35,7 @@ static void usage(void) __attribute__((noreturn));
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: callrate threads calls path\n");
+	fprintf(stderr, "usage: callrate [-r] threads calls path\n");
 	exit(2);
 }
 
@@ -62,14 +67,23 @@ worker(void *arg)
 {
 	struct stat st;
 	long i, n = *(long *)arg;
+	int fd = -1;
+	char byte;
 
+	if (use_pread && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "callrate: %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
 	pthread_barrier_wait(&start);
 	for (i = 0; i < n; i++)
-		if (lstat(path, &st) != 0) {
+		if (use_pread ? pread(fd, &byte, 1, 0) < 0 :
+		    lstat(path, &st) != 0) {
 			fprintf(stderr, "callrate: %s: %s\n", path,
 			    strerror(errno));
 			exit(1);
 		}
+	if (fd >= 0)
+		close(fd);
 	return NULL;
 }
 
@@ -82,6 +96,11 @@ main(int argc, char *argv[])
 	double t0, t1;
 	int e;
 
+	if (argc > 1 && strcmp(argv[1], "-r") == 0) {
+		use_pread = 1;
+		argc--;
+		argv++;
+	}
 	if (argc != 4)
 		usage();
 	n = number(argv[1], MAX_THREADS);

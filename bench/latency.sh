@@ -11,7 +11,8 @@
 # pkg/sftp's (bench/gosftp, built from Debian's packaged sources; skipped
 # with a reason when Go or pkg/sftp is missing). One table: the median rate
 # of each, the paired ratios ours/OpenSSH and ours/pkg-sftp, and the most
-# storage calls each server had waiting at once (slowfs's held_max); then
+# storage calls each server had waiting at once (slowfs's held_max), and
+# slowfs's own CPU and lateness while it served ours; then
 # slowfs's own ceiling at each delay (bench/callrate, 64 threads, no
 # server), above which no server's rate can be read.
 #
@@ -77,7 +78,7 @@ wl_args() {
 # the server under slowfs -d DELAY; its line appended to RESULTS with the
 # round, the delay and slowfs's held_max.
 run() {
-	local r=$1 d=$2 wl=$3 who=$4 wdir=$5 res=$6 line rc held
+	local r=$1 d=$2 wl=$3 who=$4 wdir=$5 res=$6 line rc held cost
 	local -a cmd
 	case $who in
 	ours) cmd=("$ours") ;;
@@ -102,7 +103,11 @@ run() {
 	fi
 	held=$(sed -n 's/.* held_max=\([0-9]*\).*/\1/p' "$WORK/slowfs" |
 	    tail -n 1)
-	echo "round=$r delay=$d name=$wl $line held_max=${held:--1}" >> "$res"
+	# slowfs's own cost: its CPU seconds, and how late it let calls go.
+	cost=$(sed -n 's/.* cpu_s=\([0-9.]*\) late_mean_us=\([0-9.]*\).*/slowfs_cpu=\1 slowfs_late_us=\2/p' \
+	    "$WORK/slowfs" | tail -n 1)
+	echo "round=$r delay=$d name=$wl $line held_max=${held:--1} $cost" \
+	    >> "$res"
 }
 
 # ceiling ROUND DELAY RESULTS: slowfs's own ceiling at DELAY: callrate's
@@ -163,6 +168,18 @@ summarize() {
 			return "FAILED"
 		return fmt(median(t, n))
 	}
+	function cost(    n, j, a, b) {
+		# slowfs while it served ours: its CPU over the run wall time,
+		# and the mean lateness of the calls it held; medians.
+		if (dl[i] + 0 == 0 || nshare[key] == 0)
+			return "-"
+		for (j = 1; j <= nshare[key]; j++) {
+			a[j] = share[key, j]
+			b[j] = late[key, j]
+		}
+		n = nshare[key]
+		return sprintf("%.2f, %.0f", median(a, n), median(b, n))
+	}
 	function heldmax(who) {
 		# At 0 ms nothing is held: there is nothing to tell.
 		if (dl[i] + 0 == 0 || !((key SUBSEP who) in held))
@@ -196,27 +213,36 @@ summarize() {
 		rate[k SUBSEP kv["round"] SUBSEP who] = kv["rate"]
 		if (!((k SUBSEP who) in held) || kv["held_max"] > held[k SUBSEP who])
 			held[k SUBSEP who] = kv["held_max"]
+		if (who == "ours" && kv["slowfs_cpu"] != "" && kv["wall"] > 0) {
+			share[k, ++nshare[k]] = kv["slowfs_cpu"] / kv["wall"]
+			late[k, nshare[k]] = kv["slowfs_late_us"]
+		}
 		has[who] = 1
 	}
 	END {
 		u["MiB"] = "MiB/s"; u["op"] = "LSTAT/s"
 		u["entry"] = "names/s"; u["file"] = "files/s"
 		print "| workload | ms | unit | ours | OpenSSH | pkg/sftp |" \
-		    " ours/OpenSSH | ours/pkg-sftp | held at once (ours, OpenSSH, pkg/sftp) |"
-		print "|---|---|---|---|---|---|---|---|---|"
+		    " ours/OpenSSH | ours/pkg-sftp | held at once (ours, OpenSSH, pkg/sftp) |" \
+		    " slowfs for ours: CPUs, late us |"
+		print "|---|---|---|---|---|---|---|---|---|---|"
 		for (i = 1; i <= nk; i++) {
 			key = order[i]
-			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s, %s, %s |\n",
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s, %s, %s | %s |\n",
 			    wlname[i], dl[i], u[unit[key]], med("ours"),
 			    med("ref"), med("go"), ratio("ours", "ref"),
 			    ratio("ours", "go"), heldmax("ours"),
-			    heldmax("ref"), heldmax("go")
+			    heldmax("ref"), heldmax("go"), cost()
 		}
 		print ""
 		print "Rates are medians over " maxr " round(s); ratios are medians" \
 		    " of the ratios within each round (above 1: ours is faster)."
 		print "\"held at once\": the most storage calls the server had" \
 		    " waiting in slowfs at one time, over its runs."
+		print "\"slowfs for ours\": the CPU the harness itself took while" \
+		    " it served ours (its CPU time over the run wall time, in CPUs)," \
+		    " and how late, past its delay, it let a held call go (mean," \
+		    " microseconds); medians over the rounds."
 		for (i = 1; i <= ncd; i++) {
 			n = 0
 			for (j = 1; j <= cn[cd[i]]; j++)

@@ -25,6 +25,15 @@
  * of different threads wait at the same time: N threads each held 1 ms
  * make N calls per millisecond.
  *
+ * What a call on a descriptor works on is read from /proc/TID/fd: the
+ * directory of each thread is kept open, so that each call looks up one
+ * name there, and a path once found to be a regular file or a directory is
+ * remembered, so that calls on it need no stat(2).  A path whose type
+ * changes (a regular file replaced by a FIFO of the same name) thus keeps
+ * its first type: its calls are held all the same, which changes their
+ * timing only.  The report (-v, -o) gives this process's own CPU time, what
+ * the harness took from the machine, and how late held calls were let go.
+ *
  * A preadv2() or pwritev2() with RWF_NOWAIT on a file whose calls are held
  * is answered EAGAIN at once, as a file system answers when the data is not
  * in memory.  io_uring_setup() and io_setup() are refused with ENOSYS, since
@@ -37,6 +46,7 @@
 
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -221,6 +231,9 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 /* What was seen, for -v and -o. */
 static unsigned long long n_calls[K_NKINDS], n_held[K_NKINDS];
 static unsigned long long n_nowait, n_gone, n_blind;
+/* How late held calls were let go, past their deadlines: sum and most. */
+static uint64_t late_sum_ns, late_max_ns;
+static unsigned long long n_released;
 
 /* -p: only paths under these directories are storage. */
 #define MAX_PREFIX	8
@@ -487,6 +500,126 @@ under_prefix(const char *p)
 }
 
 /*
+ * /proc/TID/fd of the threads seen, held open (O_PATH), one slot per tid
+ * modulo TID_SLOTS; a thread that takes a slot closes its last holder's
+ * directory.  The directory of a thread that has gone finds no name, even
+ * when its tid has been given to a new thread: the slot is then opened
+ * again.
+ */
+#define TID_SLOTS	256
+static struct {
+	uint32_t tid;
+	int	 dir;		/* held when above 0 (slowfs's 0 is /dev/null) */
+} tid_dirs[TID_SLOTS];
+
+static int
+tid_dir(uint32_t tid, int fresh)
+{
+	char path[64];
+	size_t i = tid % TID_SLOTS;
+
+	if (tid_dirs[i].dir > 0 && tid_dirs[i].tid == tid && !fresh)
+		return tid_dirs[i].dir;
+	if (tid_dirs[i].dir > 0)
+		close(tid_dirs[i].dir);
+	tid_dirs[i].dir = -1;
+	(void)snprintf(path, sizeof(path), "/proc/%u/fd", tid);
+	if ((tid_dirs[i].dir = open(path, O_PATH | O_DIRECTORY |
+	    O_CLOEXEC)) < 0) {
+		if (errno == EACCES || errno == EPERM)
+			blind();
+		return -1;
+	}
+	tid_dirs[i].tid = tid;
+	return tid_dirs[i].dir;
+}
+
+/*
+ * The link of descriptor name (its number) of thread tid, NUL-terminated
+ * in buf, and the directory it was read in (*dirp); -1 if unreadable.
+ */
+static int
+fd_link(uint32_t tid, const char *name, char *buf, size_t size, int *dirp)
+{
+	ssize_t n = -1;
+	int fresh;
+
+	for (fresh = 0; fresh < 2; fresh++) {
+		if ((*dirp = tid_dir(tid, fresh)) < 0)
+			return -1;
+		if ((n = readlinkat(*dirp, name, buf, size - 1)) >= 0)
+			break;
+		if (errno == EACCES || errno == EPERM) {
+			blind();
+			return -1;
+		}
+	}
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/*
+ * The paths found to be regular files or directories: an open-addressed
+ * set of their texts, emptied when it is half full.
+ */
+#define KNOWN_SLOTS	4096
+static struct {
+	uint64_t hash;
+	char	*path;
+} known[KNOWN_SLOTS];
+static size_t known_len;
+
+static uint64_t
+path_hash(const char *p)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;	/* FNV-1a */
+
+	for (; *p != '\0'; p++)
+		h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+	return h;
+}
+
+/* The slot of path p: where it is, or the empty one where it would go. */
+static size_t
+known_slot(const char *p, uint64_t h)
+{
+	size_t i = (size_t)h % KNOWN_SLOTS;
+
+	while (known[i].path != NULL &&
+	    (known[i].hash != h || strcmp(known[i].path, p) != 0))
+		i = (i + 1) % KNOWN_SLOTS;
+	return i;
+}
+
+static int
+known_storage(const char *p)
+{
+	return known[known_slot(p, path_hash(p))].path != NULL;
+}
+
+static void
+remember_storage(const char *p)
+{
+	uint64_t h = path_hash(p);
+	size_t i;
+
+	if (known_len >= KNOWN_SLOTS / 2) {
+		for (i = 0; i < KNOWN_SLOTS; i++) {
+			free(known[i].path);
+			known[i].path = NULL;
+		}
+		known_len = 0;
+	}
+	i = known_slot(p, h);
+	if (known[i].path != NULL || (known[i].path = strdup(p)) == NULL)
+		return;
+	known[i].hash = h;
+	known_len++;
+}
+
+/*
  * Whether descriptor fd of thread tid is storage: a regular file or a
  * directory (under the -p directories, if any).  Pipes, sockets,
  * terminals, /dev/null and anonymous inodes (epoll, eventfd) are not.  The
@@ -497,8 +630,9 @@ under_prefix(const char *p)
 static int
 fd_is_storage(uint32_t tid, int64_t fd)
 {
-	char name[32], link[PATH_MAX], path[64];
+	char name[32], link[PATH_MAX];
 	struct stat st;
+	int dir;
 
 	if (fd == AT_FDCWD)
 		return nprefix == 0 ||
@@ -506,15 +640,17 @@ fd_is_storage(uint32_t tid, int64_t fd)
 		    under_prefix(link));
 	if (fd < 0 || fd > INT_MAX)
 		return 0;
-	(void)snprintf(name, sizeof(name), "fd/%lld", (long long)fd);
-	if (proc_link(tid, name, link, sizeof(link)) != 0 || link[0] != '/' ||
-	    !under_prefix(link))
+	(void)snprintf(name, sizeof(name), "%lld", (long long)fd);
+	if (fd_link(tid, name, link, sizeof(link), &dir) != 0 ||
+	    link[0] != '/' || !under_prefix(link))
 		return 0;
-	(void)snprintf(path, sizeof(path), "/proc/%u/fd/%lld", tid,
-	    (long long)fd);
-	if (stat(path, &st) != 0)
+	if (known_storage(link))
+		return 1;
+	if (fstatat(dir, name, &st, 0) != 0 ||
+	    !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
 		return 0;
-	return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode);
+	remember_storage(link);
+	return 1;
 }
 
 /*
@@ -563,6 +699,7 @@ path_is_storage(uint32_t tid, const struct seccomp_data *d,
 	char path[PATH_MAX], base[PATH_MAX], full[2 * PATH_MAX + 2];
 	char name[32];
 	int64_t dfd;
+	int dir;
 
 	dfd = c->dirarg < 0 ? AT_FDCWD : (int)d->args[c->dirarg];
 	if (d->args[c->patharg] == 0)
@@ -573,11 +710,15 @@ path_is_storage(uint32_t tid, const struct seccomp_data *d,
 		return 0;
 	if (path[0] == '/')
 		return under_prefix(path);
-	if (dfd == AT_FDCWD)
-		(void)snprintf(name, sizeof(name), "cwd");
-	else
-		(void)snprintf(name, sizeof(name), "fd/%lld", (long long)dfd);
-	if (proc_link(tid, name, base, sizeof(base)) != 0 || base[0] != '/')
+	if (dfd == AT_FDCWD) {
+		if (proc_link(tid, "cwd", base, sizeof(base)) != 0)
+			return 0;
+	} else {
+		(void)snprintf(name, sizeof(name), "%lld", (long long)dfd);
+		if (fd_link(tid, name, base, sizeof(base), &dir) != 0)
+			return 0;
+	}
+	if (base[0] != '/')
 		return 0;
 	(void)snprintf(full, sizeof(full), "%s/%s", base, path);
 	return under_prefix(full);
@@ -734,14 +875,21 @@ receive(int lfd)
 static void
 report(FILE *f)
 {
+	struct rusage ru;
 	int k;
 
 	fprintf(f, "slowfs:");
 	for (k = 0; k < K_NKINDS; k++)
 		fprintf(f, " %s=%llu/%llu", kind_names[k], n_held[k],
 		    n_calls[k]);
-	fprintf(f, " nowait_eagain=%llu gone=%llu blind=%llu held_max=%zu\n",
+	fprintf(f, " nowait_eagain=%llu gone=%llu blind=%llu held_max=%zu",
 	    n_nowait, n_gone, n_blind, held_max);
+	(void)getrusage(RUSAGE_SELF, &ru);
+	fprintf(f, " cpu_s=%.3f late_mean_us=%.1f late_max_us=%.1f\n",
+	    (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+	    n_released > 0 ? (double)late_sum_ns / (double)n_released / 1e3 :
+	    0.0, (double)late_max_ns / 1e3);
 }
 
 static void
@@ -873,6 +1021,10 @@ main(int argc, char *argv[])
 	for (;;) {
 		now = now_ns();
 		while (heap_len > 0 && heap[0].due <= now) {
+			late_sum_ns += now - heap[0].due;
+			if (now - heap[0].due > late_max_ns)
+				late_max_ns = now - heap[0].due;
+			n_released++;
 			respond(lfd, heap[0].id, 0);
 			heap_pop();
 		}
