@@ -417,6 +417,30 @@ xfer_close(const struct handle *h, int r, int e, int forced)
 	xferlog_write(&ev);
 }
 
+#ifdef SFTP_FUZZ
+/*
+ * The uploads of handles given up, which a worker may still be in: the
+ * harness goes on in this process, so requests_free() frees them once
+ * every job has ended.  Kept in a list of its own, since the handle's slot
+ * is freed now.
+ */
+static struct fs_upload **given_up_uploads;
+static size_t n_given_up_uploads;
+
+static void
+free_later(struct fs_upload *up)
+{
+	struct fs_upload **a;
+
+	a = realloc(given_up_uploads,
+	    (n_given_up_uploads + 1) * sizeof *given_up_uploads);
+	if (a == NULL)
+		abort();	/* the harness's own memory */
+	given_up_uploads = a;
+	given_up_uploads[n_given_up_uploads++] = up;
+}
+#endif
+
 /*
  * What the handle held was closed with result r (errno e): logs a file's
  * transfer and frees its slot.  Returns r, errno e.
@@ -429,6 +453,10 @@ closed(struct handle *h, int r, int e, int forced)
 	/* A worker given up may still be in it: the exit frees it. */
 	if (h->up != NULL && !h->abandoned)
 		free(h->up);
+#ifdef SFTP_FUZZ
+	else if (h->up != NULL)
+		free_later(h->up);
+#endif
 	h->up = NULL;
 	handle_release(&handles, h);
 	errno = e;
@@ -2823,7 +2851,12 @@ requests_print_names(void)
 void
 requests_free(void)
 {
-	jobs_free();
+	jobs_free();	/* waits for every job */
+	for (size_t i = 0; i < n_given_up_uploads; i++)
+		free(given_up_uploads[i]);
+	free(given_up_uploads);
+	given_up_uploads = NULL;
+	n_given_up_uploads = 0;
 	handle_table_free(&handles);
 }
 #endif
