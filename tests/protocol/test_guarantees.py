@@ -635,7 +635,9 @@ def _(ctx):
 
 def module_pages(pid, name):
     """Of each read-only mapping of the file called name in pid's maps: its
-    resident pages (smaps' Rss), and its size in pages."""
+    resident pages (smaps' Rss), and its size in pages, of the machine's
+    page size (64 KiB on some ppc64el and aarch64 kernels)."""
+    page = os.sysconf("SC_PAGE_SIZE")
     out, cur = [], None
     with open("/proc/%d/smaps" % pid) as f:
         for line in f:
@@ -645,9 +647,9 @@ def module_pages(pid, name):
                 cur = None
                 if len(fields) >= 6 and os.path.basename(fields[5]) == \
                         name and "w" not in m.group(3):
-                    cur = (int(m.group(2), 16) - int(m.group(1), 16)) // 4096
+                    cur = (int(m.group(2), 16) - int(m.group(1), 16)) // page
             elif fields[0] == "Rss:" and cur is not None:
-                out.append((int(fields[1]) // 4, cur))
+                out.append((int(fields[1]) * 1024 // page, cur))
     return out
 
 
