@@ -63,7 +63,11 @@
  * net.core.wmem_max (416 KiB by default).
  */
 #define SOCK_BIG_OUT	(1024 * 1024)
-/* A quiet session's: the kernel's smallest, one page. */
+/*
+ * A quiet session's: the kernel's smallest, one page.  pipes_init() asks
+ * the kernel for it: on a kernel of 64 KiB pages, a pipe asked for 4 KiB
+ * stays at 64 KiB, and would count as never shrunk.
+ */
 #define PIPE_IDLE	4096
 /*
  * After a grow the user's quota refused, a busy pipe tries again once this
@@ -191,12 +195,40 @@ resize(struct pipe *p, int size)
 	return size;
 }
 
+/*
+ * The size of the smallest pipe, as the kernel makes it (its page size,
+ * which an emulator's may not be), or PIPE_IDLE when it cannot be told.
+ * Asked once, before the sandbox (which the fuzz harness keeps from one
+ * session to the next).
+ */
+static int
+smallest_pipe(void)
+{
+	static int smallest;
+	int fd[2], size;
+
+	if (smallest != 0)
+		return smallest;
+	smallest = PIPE_IDLE;
+	if (pipe(fd) == -1)
+		return smallest;
+	size = sys_pipe_size(fd[0], 1);
+	(void)close(fd[0]);
+	(void)close(fd[1]);
+	if (size > PIPE_IDLE && size <= PIPE_BIG_OUT)
+		smallest = size;
+	return smallest;
+}
+
 void
 pipes_init(void)
 {
+	int idle = smallest_pipe();
+
 	for (size_t i = 0; i < NPIPES; i++) {
 		pipes[i].size = sys_pipe_size(pipes[i].fd, 0);
 		pipes[i].base = pipes[i].size;
+		pipes[i].idle = idle;
 	}
 	/* stdout on a socket: its own size while quiet, larger when busy. */
 	if (pipes[1].size == -1 &&

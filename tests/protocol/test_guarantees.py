@@ -590,10 +590,11 @@ def _(ctx):
     data = random.Random(9).randbytes(8 << 20)
     srv = ctx.server()
     srv.init()
-    after_init = when_idle(lambda: pipe_sizes(srv), (4096, 4096))
+    page = os.sysconf("SC_PAGE_SIZE")
+    after_init = when_idle(lambda: pipe_sizes(srv), (page, page))
     transfer(srv, data)
     busy = pipe_sizes(srv)
-    idle = when_idle(lambda: pipe_sizes(srv), (4096, 4096))
+    idle = when_idle(lambda: pipe_sizes(srv), (page, page))
     try:
         kib = suite.private_dirty_kib(srv.proc.pid, SERVER)
         own = suite.own_anonymous_kib(srv.proc.pid, SERVER)
@@ -601,12 +602,12 @@ def _(ctx):
         # The server makes itself non-dumpable, as OpenSSH's does: its
         # /proc/PID files then belong to root.
         kib = None
-    expect(after_init == (4096, 4096), "pipes after INIT and idle: "
-           "expected 4096 and 4096, got %r" % (after_init,))
+    expect(after_init == (page, page), "pipes after INIT and idle: "
+           "expected a page (%d) each, got %r" % (page, after_init))
     expect(busy == (1 << 20, 256 << 10), "pipes during a transfer: "
            "expected stdin 1 MiB and stdout 256 KiB, got %r" % (busy,))
-    expect(idle == (4096, 4096), "pipes idle after a transfer: expected "
-           "4096 and 4096, got %r" % (idle,))
+    expect(idle == (page, page), "pipes idle after a transfer: expected "
+           "a page (%d) each, got %r" % (page, idle))
     if SANITIZED:
         return "pipes %r, %r, %r; memory not checked under a sanitizer" % (
             after_init, busy, idle)
@@ -722,11 +723,13 @@ def _(ctx):
     def err_size():
         return fcntl.fcntl(p.stderr.fileno(), F_GETPIPE_SZ)
 
+    page = os.sysconf("SC_PAGE_SIZE")
+
     try:
         os.set_blocking(p.stdout.fileno(), False)
         base = err_size()
         call(sftpwire.encode_init(), 1)
-        idle = when_idle(err_size, 4096)
+        idle = when_idle(err_size, page)
         h = call(encode_request(1, req_open("f", SSH_FXF_WRITE |
                                             sftpwire.SSH_FXF_CREAT)), 1)[0]
         chunk = b"x" * 32768
@@ -735,15 +738,15 @@ def _(ctx):
         expect(all(isinstance(r, Status) and r.code == SSH_FX_OK
                    for r in replies), "WRITEs failed: %r" % replies[:2])
         busy = err_size()
-        again = when_idle(err_size, 4096)
+        again = when_idle(err_size, page)
     finally:
         p.kill()
         p.wait()
         for f in (p.stdin, p.stdout, p.stderr):
             f.close()
-    expect((idle, busy, again) == (4096, base, 4096),
-           "stderr pipe idle, busy, idle again: expected 4096, %d, 4096, "
-           "got %d, %d, %d" % (base, idle, busy, again))
+    expect((idle, busy, again) == (page, base, page),
+           "stderr pipe idle, busy, idle again: expected %d, %d, %d, "
+           "got %d, %d, %d" % (page, base, page, idle, busy, again))
     return "stderr %d at start, %d idle, %d busy" % (base, idle, busy)
 
 
@@ -1067,6 +1070,10 @@ def _(ctx):
         raise Skip("56 sessions under %s: the pipes are the kernel's, the "
                    "same for every architecture, and the native builds "
                    "measure them" % EMULATOR)
+    if os.sysconf("SC_PAGE_SIZE") != 4096:
+        raise Skip("pages of %d bytes: the quota and the sizes this test "
+                   "counts are those of 4 KiB pages" %
+                   os.sysconf("SC_PAGE_SIZE"))
     knob = "/proc/sys/fs/pipe-user-pages-soft"
     with open(knob) as f:
         quota = f.read().strip()
