@@ -35,6 +35,14 @@
  * loop that found unseen first wakes its next poll once, for nothing.
  * The condition is signalled after the lock is let go, so that the worker
  * it wakes does not wait on the lock at once.
+ *
+ * A shared job (jobs_share()) stays at the queue's head while runs may
+ * still begin: each worker that takes it counts a run begun and running,
+ * under the lock, and the run that ends the count (runs begun all ended,
+ * and no more to begin: closed) finishes it.  Only the head can have runs
+ * begun and be still queued, so jobs_no_more() closes it by taking it off
+ * the head.  The lock orders every run's writes before the last run's
+ * finish (release), and so before the loop's collect (acquire).
  */
 #include <sys/types.h>
 #include <sys/eventfd.h>
@@ -316,6 +324,15 @@ finished(struct job *j)
 		;
 }
 
+/* The queue's head, j, is taken off it: no run of it begins any more. */
+static void
+unqueue(struct job *j)
+{
+	queue_head = (queue_head + 1) % JOBS_RING;
+	queue_count--;
+	j->closed = 1;
+}
+
 static void *
 worker(void *arg)
 {
@@ -332,10 +349,17 @@ worker(void *arg)
 		if (queue_count == 0)
 			break;	/* stopping, and nothing left */
 		j = pool->queue[queue_head];
-		queue_head = (queue_head + 1) % JOBS_RING;
-		queue_count--;
+		if (++j->begun >= j->runs)
+			unqueue(j);
+		j->running++;
 		(void)pthread_mutex_unlock(&lock);
 		run_job(j);
+		if (j->runs > 1) {
+			(void)pthread_mutex_lock(&lock);
+			if (--j->running > 0 || !j->closed)
+				continue;	/* another run ends it */
+			(void)pthread_mutex_unlock(&lock);
+		}
 		finished(j);
 		(void)pthread_mutex_lock(&lock);
 	}
@@ -418,25 +442,46 @@ jobs_done(const struct job *j)
 }
 
 void
+jobs_share(struct job *j, unsigned runs)
+{
+	j->runs = runs;
+}
+
+void
+jobs_no_more(struct job *j)
+{
+	if (!j->queued)
+		return;	/* run here, whole */
+	(void)pthread_mutex_lock(&lock);
+	if (!j->closed && queue_count > 0 && pool->queue[queue_head] == j)
+		unqueue(j);
+	(void)pthread_mutex_unlock(&lock);
+}
+
+void
 jobs_start(struct job *j)
 {
-	int alone, wake = 0;
+	unsigned runs = j->runs > 1 ? j->runs : 1, wake = 0;
+	int alone;
 
 	(void)pthread_mutex_lock(&lock);
-	if (nidle <= queue_count && nworkers < max_workers &&
-	    !no_more_workers && pool != NULL)
-		(void)add_worker();
+	/* Workers for the jobs queued and this one's runs, as far as idle. */
+	for (unsigned k = 0; k < runs && nidle + k < queue_count + runs &&
+	    nworkers < max_workers && !no_more_workers && pool != NULL; k++)
+		if (add_worker() == -1)
+			break;
 	alone = nworkers == 0;
 	if (!alone) {
+		j->runs = runs;
 		pool->queue[(queue_head + queue_count) % JOBS_RING] = j;
 		queue_count++;
 		j->queued = 1;
 		nrunning++;
-		wake = nidle > 0;
+		wake = nidle < runs ? nidle : runs;
 	}
 	(void)pthread_mutex_unlock(&lock);
 	/* Busy workers take it when they come back for the next. */
-	if (wake)
+	while (wake-- > 0)
 		(void)pthread_cond_signal(&work);
 	/* No thread to be had: slower, still right. */
 	if (alone)
@@ -585,8 +630,8 @@ void
 jobs_free(void)
 {
 	/*
-	 * Every job done before any is retired: a READDIR's parts write into
-	 * its first job's bytes, and a given-up call may still be running.
+	 * Every job done before any is retired: a given-up call may still be
+	 * running, in a job's bytes.
 	 */
 	while (nrunning > 0)
 		jobs_wait();

@@ -47,6 +47,11 @@ struct job {
 	size_t arena_off;	/* where buf lies in the arena */
 	size_t arena_size;	/* its bytes there */
 	size_t arena_charge;	/* what it took: its bytes and any skipped */
+	/* A job that several workers may run at once (jobs_share()). */
+	unsigned runs;		/* at most this many runs; 0: one */
+	unsigned begun;		/* runs begun (jobs.c, under its lock) */
+	unsigned running;	/* runs not ended (jobs.c, under its lock) */
+	int closed;		/* no run begins any more (jobs.c, lock) */
 };
 
 /*
@@ -85,6 +90,17 @@ int	jobs_room(size_t size);
  * here and is done on return.
  */
 void	jobs_start(struct job *);
+/*
+ * Lets up to runs workers run the job at once, as they come free, before
+ * jobs_start(): for work that each run takes its own share of (a READDIR's
+ * lstats, claimed one name at a time), so that a worker that comes free
+ * joins it while any is left.  A run that finds none left calls
+ * jobs_no_more(), and no further run begins.  The job is finished when
+ * the runs begun have all ended: each wrote its share before.
+ */
+void	jobs_share(struct job *, unsigned runs);
+/* A run of a shared job found no work left: no further run begins. */
+void	jobs_no_more(struct job *);
 /* Runs the job here, now: it is done on return. */
 void	jobs_run_here(struct job *);
 /* The job's work was done here by the caller: it is done. */

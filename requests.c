@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1592,13 +1593,27 @@ readdir_here(struct handle *h, struct reply *rep, time_t now)
 	char longname[LONGNAME_MAX];
 	struct sftp_attrs a;
 	struct dirent *de;
+	struct timing t;
 	struct stat st;
+	int r;
 
 	while (rep->count < READDIR_BATCH) {
+		/*
+		 * Storage found to wait (each lstat is timed as any call
+		 * here): the names so far are the reply, and the next
+		 * READDIR's lstats go to workers, not a hundred in a row.
+		 */
+		if (rep->count > 0 && slow())
+			break;
 		errno = 0;
 		if ((de = readdir(h->dir)) == NULL)
 			break;
-		if (fs_stat_entry(h->fd, de->d_name, &st) == -1)
+		if (concurrent())
+			sched_timing_start(&t, 0);
+		r = fs_stat_entry(h->fd, de->d_name, &st);
+		if (concurrent())
+			sched_note_latency(sched_timing_waited(&t));
+		if (r == -1)
 			continue;
 		attrs_from_stat(&st, &a);
 		attrs_longname(longname, de->d_name, &st, now);
@@ -1621,22 +1636,23 @@ readdir_end(uint32_t id, struct reply *rep)
 }
 
 /*
- * READDIR as jobs: the next names read here, their lstats split among
- * workers (see struct dirbatch).
+ * READDIR as a job: the next names read here, their lstats made by up to
+ * one worker per name at once (see struct dirbatch).
  */
 static uint32_t
 readdir_job(struct handle *h, uint32_t id)
 {
 	struct dirbatch *db;
 	struct dirent *de;
-	struct task *first, *j;
-	unsigned nparts, per, extra;
+	struct task *j;
 	size_t len;
 
-	first = sched_job(OP_DIRSTAT, readdir_answer, id, h,
-	    sizeof *db);
-	db = first->shared = first->job.buf;
+	j = sched_job(OP_DIRSTAT, readdir_answer, id, h, sizeof *db);
+	db = j->shared = j->job.buf;
 	db->count = 0;
+	atomic_init(&db->next, 0);
+	atomic_init(&db->us, 0);
+	atomic_init(&db->timed, 0);
 	while (db->count < READDIR_BATCH) {
 		errno = 0;
 		if ((de = readdir(h->dir)) == NULL)
@@ -1647,23 +1663,11 @@ readdir_job(struct handle *h, uint32_t id)
 		memcpy(db->e[db->count].name, de->d_name, len + 1);
 		db->count++;
 	}
-	/* The names in nparts slices whose lengths differ by one at most. */
-	nparts = sched_dirstat_parts(db->count);
-	per = db->count / nparts;
-	extra = db->count % nparts;
-	first->parts = nparts - 1;
-	for (unsigned i = 0, at = 0; i < nparts; i++) {
-		j = i == 0 ? first : sched_job(OP_DIRSTAT, NULL, id, h, 0);
-		j->shared = db;
-		j->off = (off_t)at;
-		j->len = per + (i < extra);
-		at += (unsigned)j->len;
-		(void)start_job(j, 0);
-	}
-	return DEFERRED;
+	jobs_share(&j->job, db->count);
+	return start_job(j, 0);
 }
 
-/* READDIR's jobs are done: the NAME reply from the batch. */
+/* READDIR's job is done: the NAME reply from the batch. */
 static uint32_t
 readdir_answer(struct task *j)
 {
@@ -1703,8 +1707,6 @@ process_readdir(uint32_t id, struct cursor *c)
 	struct sched_req rq = { 0 };
 	struct handle *h;
 	struct reply rep;
-	struct timing t;
-	int64_t ns;
 	int r;
 
 	h = get_handle(c, HANDLE_DIR, &r);
@@ -1724,16 +1726,7 @@ process_readdir(uint32_t id, struct cursor *c)
 		queued(r);
 		return REPLIED;
 	}
-	/* A batch of lstats is timed whole, and always: it is many calls. */
-	if (concurrent())
-		sched_timing_start(&t, 1);
 	readdir_here(h, &rep, time(NULL));
-	/* Each name was a call: the batch counts as rep.count of them. */
-	if (concurrent() && rep.count > 0) {
-		ns = sched_timing_waited(&t);
-		for (unsigned i = 0; i < rep.count; i++)
-			sched_note_latency(ns >= 0 ? ns / rep.count : ns);
-	}
 	return readdir_end(id, &rep);
 }
 
@@ -2654,55 +2647,38 @@ answer(struct task *j)
 	one_reply("deferred", j->id, before);
 }
 
-/* Whether the parts of j, the job at place at (the jobs after it), are done. */
-static int
-parts_done(const struct task *j, unsigned at)
-{
-	for (unsigned i = 1; i <= j->parts; i++)
-		if (!jobs_done(jobs_at(at + i)))
-			return 0;
-	return 1;
-}
-
 void
 requests_reap(void)
 {
-	unsigned parts;
 	struct task *j;
 
 	if (jobs_count() == 0)
 		return;
 	(void)jobs_collect();
-	while (oq_pending(oq) < OQ_HIWAT && (j = TASK(jobs_head())) != NULL &&
-	    parts_done(j, 0)) {
-		parts = j->parts;
+	while (oq_pending(oq) < OQ_HIWAT && (j = TASK(jobs_head())) != NULL) {
 		answer(j);
 		jobs_retire();
-		/* Its parts: their work is in the reply already. */
-		for (unsigned i = 0; i < parts; i++)
-			jobs_retire();
 	}
 }
 
 unsigned
 requests_abandon(void)
 {
-	unsigned n = 0, parts;
+	unsigned n = 0;
 	struct handle *h;
 	struct task *j;
 
 	given_up = 1;
 	oq_mute(oq);	/* the replies are not sent */
 	(void)jobs_collect();
-	for (unsigned i = 0; i < jobs_count(); i += 1 + parts) {
+	for (unsigned i = 0; i < jobs_count(); i++) {
 		j = TASK(jobs_at(i));
-		parts = j->parts;
 		h = j->owner;
 		if (jobs_done(&j->job) && j->op != OP_DIRSTAT) {
 			answer(j);	/* its bytes, handle and log line */
 			continue;
 		}
-		if (jobs_done(&j->job) && parts_done(j, i))
+		if (jobs_done(&j->job))
 			continue;	/* a listing: nothing to count */
 		n++;
 		if ((j->op == OP_OPEN || j->op == OP_UPLOAD) && h != NULL) {
@@ -2737,10 +2713,8 @@ requests_in_flight(void)
 static int
 answerable(void)
 {
-	struct task *j;
-
 	(void)jobs_collect();
-	return (j = TASK(jobs_head())) != NULL && parts_done(j, 0);
+	return jobs_head() != NULL;
 }
 
 int

@@ -143,6 +143,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,15 +364,27 @@ sched_note_latency(int64_t ns)
 void
 sched_note_job(const struct task *j)
 {
-	/*
-	 * A close(2) waits on few file systems (NFS flushes): a quick one
-	 * says nothing of the other calls, so only a slow one counts.
-	 */
-	if (j->ns >= 0 && j->op != OP_DIRSTAT &&
-	    (j->op != OP_CLOSE || j->ns > SLOW_NS))
-		sched_note_latency(j->ns);
-	for (size_t i = 0; j->ns >= 0 && j->op == OP_DIRSTAT && i < j->len; i++)
-		sched_note_latency(j->ns / (int64_t)j->len);
+	const struct dirbatch *db;
+	unsigned timed;
+	int64_t mean;
+
+	if (j->op != OP_DIRSTAT) {
+		/*
+		 * A close(2) waits on few file systems (NFS flushes): a quick
+		 * one says nothing of the other calls, so only a slow one
+		 * counts.
+		 */
+		if (j->ns >= 0 && (j->op != OP_CLOSE || j->ns > SLOW_NS))
+			sched_note_latency(j->ns);
+		return;
+	}
+	/* Each name was a call: the mean of those timed, once each. */
+	db = j->shared;
+	if ((timed = atomic_load(&db->timed)) == 0)
+		return;
+	mean = (int64_t)atomic_load(&db->us) * 1000 / (int64_t)timed;
+	for (unsigned i = 0; i < timed; i++)
+		sched_note_latency(mean);
 }
 
 int
@@ -515,15 +528,39 @@ run_lstat(struct task *j)
 	j->n = fs_stat((const char *)j->job.buf, &j->st, 0);
 }
 
+/*
+ * One run of a READDIR's job, of the several that may run at once: it
+ * claims names until none is left, and writes nothing of the task but
+ * the names' entries and the batch's sums (struct dirbatch).
+ */
 static void
 run_dirstat(struct task *j)
 {
 	struct dirbatch *db = j->shared;
+	struct timing t;
+	unsigned i, made = 0;
+	int64_t ns;
 
-	for (size_t i = 0; i < j->len; i++)
-		db->e[j->off + i].r = fs_stat_entry(j->fd,
-		    db->e[j->off + i].name, &db->e[j->off + i].st);
-	j->n = 0;
+	sched_timing_start(&t, 1);
+	FUZZ_STORAGE_CALL(j);
+	while ((i = atomic_fetch_add(&db->next, 1)) < db->count) {
+		/* The last name claimed: no further run would find one. */
+		if (i + 1 == db->count)
+			jobs_no_more(&j->job);
+		db->e[i].r = fs_stat_entry(j->fd, db->e[i].name,
+		    &db->e[i].st);
+		made++;
+	}
+	if (made == 0) {
+		jobs_no_more(&j->job);
+		return;
+	}
+	/* At most 10 s a run: 100 of them fit the sum. */
+	if ((ns = sched_timing_waited(&t)) >= 0) {
+		(void)atomic_fetch_add(&db->us, ns > 10000000000LL ?
+		    10000000U : (unsigned)(ns / 1000));
+		(void)atomic_fetch_add(&db->timed, made);
+	}
 }
 
 static void
@@ -620,22 +657,6 @@ sched_job(enum job_op op, uint32_t (*answer)(struct task *), uint32_t id,
 	j->owner = h;
 	j->fd = h != NULL ? h->fd : -1;
 	return j;
-}
-
-unsigned
-sched_dirstat_parts(unsigned names)
-{
-	unsigned busy = jobs_running(), room = JOBS_RING - jobs_count() + 1;
-	unsigned idle = jobs_max_workers() > busy ?
-	    jobs_max_workers() - busy : 0;
-	unsigned n = names < idle ? names : idle;
-
-	/* Busy workers: slices of DIRSTAT_SLICE names, as many as that. */
-	if (n < (names + DIRSTAT_SLICE - 1) / DIRSTAT_SLICE)
-		n = (names + DIRSTAT_SLICE - 1) / DIRSTAT_SLICE;
-	if (n > room)
-		n = room;
-	return n > 0 ? n : 1;
 }
 
 /* READs: the page cache first. */
@@ -971,29 +992,27 @@ beside_close(const struct task *j, const struct sched_req *r)
 
 /*
  * A kind of job: its system calls (run, in a worker or in the loop's
- * thread), whether a request of the kind may start beside a job in flight
- * (beside: the rule), and the entries of the ring it keeps free besides
- * its own (READDIR's parts).  Its reply is not the kind's but the job's:
+ * thread) and whether a request of the kind may start beside a job in
+ * flight (beside: the rule).  Its reply is not the kind's but the job's:
  * requests.c names it (struct task's answer) when it makes the job, as a
  * libuv request carries its done beside its work.
  */
 struct job_kind {
 	void (*run)(struct task *);
 	int (*beside)(const struct task *, const struct sched_req *);
-	unsigned extra;
 };
 
 static const struct job_kind job_kinds[OP_COUNT] = {
-	[OP_READ] = { run_read, beside_range, 0 },
-	[OP_WRITE] = { run_write, beside_range, 0 },
-	[OP_FSTAT] = { run_fstat, beside_range, 0 },
-	[OP_STAT] = { run_stat, beside_range, 0 },
-	[OP_LSTAT] = { run_lstat, beside_range, 0 },
-	[OP_DIRSTAT] = { run_dirstat, beside_dirstat, DIRSTAT_PARTS_MIN },
-	[OP_OPEN] = { run_open, beside_open, 0 },
-	[OP_CLOSE] = { run_close, beside_close, 0 },
-	[OP_UPLOAD] = { run_upload, upload_independent, 0 },
-	[OP_COMMIT] = { run_commit, upload_independent, 0 },
+	[OP_READ] = { run_read, beside_range },
+	[OP_WRITE] = { run_write, beside_range },
+	[OP_FSTAT] = { run_fstat, beside_range },
+	[OP_STAT] = { run_stat, beside_range },
+	[OP_LSTAT] = { run_lstat, beside_range },
+	[OP_DIRSTAT] = { run_dirstat, beside_dirstat },
+	[OP_OPEN] = { run_open, beside_open },
+	[OP_CLOSE] = { run_close, beside_close },
+	[OP_UPLOAD] = { run_upload, upload_independent },
+	[OP_COMMIT] = { run_commit, upload_independent },
 };
 
 /* What a worker runs: the system calls of one job, and nothing else. */
@@ -1003,6 +1022,11 @@ run_job(struct job *job)
 	struct task *j = TASK(job);
 	struct timing t;
 
+	/* Its runs, perhaps several at once, time themselves. */
+	if (j->op == OP_DIRSTAT) {
+		run_dirstat(j);
+		return;
+	}
 	sched_timing_start(&t, 1);
 	FUZZ_STORAGE_CALL(j);
 	job_kinds[j->op].run(j);
@@ -1021,7 +1045,7 @@ sched_admit(const struct sched_req *r)
 	    job_kinds[r->op].beside == NULL)
 		return 0;	/* a barrier: it runs alone */
 	k = &job_kinds[r->op];
-	if (jobs_count() + k->extra >= JOBS_RING || !jobs_room(r->size))
+	if (jobs_count() >= JOBS_RING || !jobs_room(r->size))
 		return 0;
 	for (unsigned i = 0; i < jobs_count(); i++)
 		if (!k->beside(TASK(jobs_at(i)), r))

@@ -40,7 +40,7 @@ enum job_op {
 	OP_FSTAT,
 	OP_STAT,
 	OP_LSTAT,
-	OP_DIRSTAT,	/* READDIR's lstat of each name, a slice per job */
+	OP_DIRSTAT,	/* READDIR's lstat of each name, in shared runs */
 	OP_OPEN,	/* flags: open(2)'s, mode, buf: the path */
 	OP_CLOSE,
 	OP_UPLOAD,	/* -A: an upload's OPEN; buf: struct fs_upload, path */
@@ -65,13 +65,12 @@ struct task {
 	int flags;		/* OPEN: open(2)'s; WRITE: JOB_AMPLE */
 	uint32_t id;
 	void *owner;		/* the handle it works through, or NULL */
-	off_t off;		/* READ, WRITE: its range; DIRSTAT: its slice */
+	off_t off;		/* READ, WRITE: its range */
 	size_t len;
 	mode_t mode;		/* an OPEN's creation mode */
 	const uint8_t *data;	/* a WRITE's bytes */
-	void *shared;		/* an earlier job's buf this one works in;
+	void *shared;		/* DIRSTAT: its struct dirbatch (in buf);
 				   COMMIT: the handle's struct fs_upload */
-	unsigned parts;		/* jobs after this one that are its parts */
 	ssize_t n;
 	int err;
 	uint64_t written;
@@ -84,17 +83,19 @@ struct task {
 
 /*
  * READDIR on storage that waits: the names come from one getdents in the
- * loop, their lstats from workers, in as many jobs as there are idle
- * workers, up to one per name, and at least one per DIRSTAT_SLICE names
- * (sched_dirstat_parts()): a lone READDIR waits for one or two lstats in
- * a row, and READDIRs in a pipeline share the workers in slices.  They
- * fill one struct dirbatch in the first job's arena bytes.  A READDIR is
- * admitted when the ring has room for DIRSTAT_PARTS_MIN of them.
+ * loop, their lstats from one job that up to one worker per name runs at
+ * once (jobs_share()), each run claiming the next name not yet claimed
+ * (next) until none is left: a lone READDIR waits for one or two lstats
+ * in a row, and in a pipeline the workers that come free join the oldest
+ * READDIR with names left.  The batch lies in the job's arena bytes; each
+ * run adds what its calls waited, and how many it made, to us and timed
+ * (32 bits: no 64-bit atomics, which some 32-bit machines lack).
  */
-#define DIRSTAT_SLICE		8
-#define DIRSTAT_PARTS_MIN	8
 struct dirbatch {
 	unsigned count;
+	_Atomic unsigned next;		/* the first name not claimed */
+	_Atomic unsigned us;		/* the runs' waits, summed (us) */
+	_Atomic unsigned timed;		/* the names of the runs timed */
 	struct {
 		char name[NAME_MAX + 1];
 		struct stat st;
@@ -214,13 +215,6 @@ void	sched_read_start(struct task *j, struct handle *h);
  * what would wait (-2: some would: a job reads it), else timed.
  */
 ssize_t	sched_read_here(struct handle *h, uint8_t *buf, size_t len, off_t off);
-/*
- * How many jobs (the first one, already made, and its parts) share the
- * lstats of a READDIR batch of names: one per idle worker, up to one per
- * name, at least one per DIRSTAT_SLICE names, as far as the free entries
- * of the ring go; at least 1.
- */
-unsigned	sched_dirstat_parts(unsigned names);
 /* A READ's job is done: whether the next reads through h go to workers. */
 void	sched_read_done(const struct task *j, struct handle *h);
 

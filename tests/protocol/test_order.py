@@ -53,6 +53,11 @@ Checks, each under each profile:
                                created, grown and removed
   readdir_lstats_at_once       one READDIR of 100 names whose stats wait
                                1 s: 50 or more of its lstats held at once
+  readdir_first_batch_stops    the first READDIR on storage that turns out
+                               to wait ends its reply within 16 names
+  readdirs_share_workers       two READDIRs in a pipeline: the workers
+                               that end the first's lstats join the
+                               second's, 50 or more held at once
   enospc_mid_pipeline          a small tmpfs fills up mid-pipeline, then
                                space is freed (root: mount)
   enospc_separate_writes       WRITEs of separate ranges fill a small tmpfs:
@@ -1210,6 +1215,71 @@ add_test("catches_replies_out_of_order",
          proxy_test("swap-replies", lambda: plan_write_then_read(False),
                     "out of request order"))
 
+def sized_names(root, prefix, count):
+    """count files in root (made), each of a size its name gives: the
+    names and sizes, as a dict."""
+    os.mkdir(root)
+    os.chmod(root, 0o755)
+    want = {}
+    for i in range(count):
+        n = "%s%03d" % (prefix, i)
+        want[n] = len(n) + i
+        with open(os.path.join(root, n), "wb") as f:
+            f.write(b"x" * want[n])
+    return want
+
+
+def listed(replies):
+    """The names and sizes of READDIR replies, less "." and ".."."""
+    return {os.fsdecode(e.filename): e.attrs.size for r in replies
+            for e in r.entries if e.filename not in (b".", b"..")}
+
+
+def slowfs_session(ctx, report, delays, held, cwd):
+    """Our server under slowfs -D delays, holding the calls under held,
+    started in cwd and past INIT; and the path of slowfs's report (named
+    report, in the logs)."""
+    counts = os.path.join(ctx.logs, report)
+    argv = [slowfs(), "-o", counts, "-D", delays, "-p", held,
+            "--"] + list(SERVER_ARGV)
+    srv = Server(argv, cwd=cwd, env=dict(os.environ), umask=UMASK,
+                 timeout=60)
+    ctx.servers.append(srv)
+    srv.init()
+    return srv, counts
+
+
+def stats_to_workers(srv, name):
+    """READs of name that wait, one at a time (slowfs answers their
+    RWF_NOWAIT tries with EAGAIN, so they go to workers): 4 in a row that
+    waited make the session's stats go to workers too."""
+    h = srv.open(name, SSH_FXF_READ)
+    for _ in range(8):
+        r = srv.call(req_read(h, 0, 16))
+        if r.type != SSH_FXP_DATA:
+            raise Failure("READ: %r" % r)
+    srv.call(req_close(h))
+
+
+def expect_listing(got, want, what):
+    """got, names and sizes listed, must be want."""
+    if got != want:
+        raise Failure("%s's names and sizes: %d of %d right" % (
+            what, sum(got.get(n) == v for n, v in want.items()), len(want)))
+
+
+def held_at_once_after_exit(srv, counts, what, least=50):
+    """The server exits 0; slowfs (its report in counts) held least or
+    more calls at once, which is returned."""
+    if srv.close() != 0:
+        raise Failure("exit status %r" % srv.returncode)
+    most = held_counts(counts).get("at once", (0, 0))[0]
+    if most < least:
+        raise Failure("slowfs held at most %d of %s at once, expected %d "
+                      "or more" % (most, what, least))
+    return most
+
+
 def readdir_lstats_at_once(ctx):
     """One READDIR of 100 names on storage whose stats wait: its lstats
     go to workers together, at least 50 of them held at once by slowfs
@@ -1223,43 +1293,71 @@ def readdir_lstats_at_once(ctx):
     for n in names:
         with open(os.path.join(root, n), "wb") as f:
             f.write(b"x" * (len(n) + int(n[1:])))
-    counts = os.path.join(ctx.logs, "slowfs-readdir.txt")
-    argv = [slowfs(), "-o", counts, "-D", "stat=1000,read=50", "-p", root,
-            "--"] + list(SERVER_ARGV)
-    srv = Server(argv, cwd=root, env=dict(os.environ), umask=UMASK,
-                 timeout=60)
-    ctx.servers.append(srv)
-    srv.init()
-    # READs that wait, one at a time (slowfs answers their RWF_NOWAIT
-    # tries with EAGAIN, so they go to workers): 4 in a row that waited
-    # make the session's stats go to workers too.
-    h = srv.open(names[97], SSH_FXF_READ)
-    for _ in range(8):
-        r = srv.call(req_read(h, 0, 16))
-        if r.type != SSH_FXP_DATA:
-            raise Failure("READ: %r" % r)
-    srv.call(req_close(h))
+    srv, counts = slowfs_session(ctx, "slowfs-readdir.txt", "stat=1000,read=50", root, root)
+    stats_to_workers(srv, names[97])
     h = srv.opendir(".")
     r = srv.call(req_readdir(h))
     if r.type != SSH_FXP_NAME:
         raise Failure("READDIR: %r" % r)
-    got = {os.fsdecode(e.filename): e.attrs.size for e in r.entries
-           if os.fsdecode(e.filename) not in (".", "..")}
-    want = {n: len(n) + int(n[1:]) for n in names}
-    if got != want:
-        raise Failure("READDIR's names and sizes: %d of %d right" %
-                      (sum(got.get(n) == v for n, v in want.items()),
-                       len(want)))
-    if srv.close() != 0:
-        raise Failure("exit status %r" % srv.returncode)
-    most = held_counts(counts).get("at once", (0, 0))[0]
-    if most < 50:
-        raise Failure("slowfs held at most %d of the READDIR's lstats at "
-                      "once, expected 50 or more" % most)
+    expect_listing(listed([r]), {n: len(n) + int(n[1:]) for n in names},
+                   "READDIR")
+    most = held_at_once_after_exit(srv, counts, "the READDIR's lstats")
     return "slowfs held %d lstats at once" % most
 
 
 add_test("readdir_lstats_at_once", readdir_lstats_at_once)
+
+
+def readdir_first_batch_stops(ctx):
+    """The first READDIR of a session whose storage turns out to wait
+    (each lstat held 50 ms): it ends its reply once its own lstats have
+    shown that, with 16 names or fewer, instead of making its hundred
+    lstats in a row in the loop (5 s); the listing is whole."""
+    root = os.path.join(ctx.tmp, "first")
+    want = sized_names(root, "f", 198)
+    srv, counts = slowfs_session(ctx, "slowfs-first.txt", "stat=50", root, root)
+    h = srv.opendir(".")
+    batches, end = srv.readdir_all(h)
+    if end.code != SSH_FX_EOF:
+        raise Failure("READDIR ended with %r" % end)
+    first = len(batches[0].entries)
+    expect_listing(listed(batches), want, "the listing")
+    if srv.close() != 0:
+        raise Failure("exit status %r" % srv.returncode)
+    if first > 16:
+        raise Failure("the first READDIR held %d names: its lstats ran in "
+                      "the loop after storage was seen to wait" % first)
+    return "first READDIR: %d names, then %d more READDIRs" % (
+        first, len(batches) - 1)
+
+
+add_test("readdir_first_batch_stops", readdir_first_batch_stops)
+
+
+def readdirs_share_workers(ctx):
+    """Two READDIRs in a pipeline, of directories a (not held) and b (each
+    lstat held a second): the workers that finish a's lstats join b's, so
+    that 50 or more of b's are held at once (b had at most 13 at once,
+    in slices of 8 names, while a's took the workers first)."""
+    a = os.path.join(ctx.tmp, "a")
+    b = os.path.join(ctx.tmp, "b")
+    want_a = sized_names(a, "a", 98)
+    want_b = sized_names(b, "b", 98)
+    srv, counts = slowfs_session(ctx, "slowfs-share.txt", "stat=1000,read=50", b, ctx.tmp)
+    stats_to_workers(srv, "b/b097")
+    ha, hb = srv.opendir("a"), srv.opendir("b")
+    ids = srv.send_many([req_readdir(ha), req_readdir(hb)])
+    replies = srv.recv_many(2)
+    if [r.id for r in replies] != ids or \
+            any(r.type != SSH_FXP_NAME for r in replies):
+        raise Failure("READDIRs: %r" % replies)
+    for r, want in zip(replies, (want_a, want_b)):
+        expect_listing(listed([r]), want, "READDIR %d" % r.id)
+    most = held_at_once_after_exit(srv, counts, "b's lstats")
+    return "slowfs held %d of b's lstats at once" % most
+
+
+add_test("readdirs_share_workers", readdirs_share_workers)
 
 _first = int(os.environ.get("ORDER_SEED", "1"))
 for _seed in range(_first, _first + int(os.environ.get("ORDER_ROUNDS",

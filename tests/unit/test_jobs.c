@@ -3,7 +3,8 @@
  * were made, a loop that sleeps is always woken when a job finishes (the
  * sleep must not miss a job that finishes just before it), a loop that
  * does not sleep makes the workers write nothing, and an idle pool holds no
- * thread and no descriptor.  The arena's placements are checked against a
+ * thread and no descriptor.  A shared job runs in several workers at once
+ * and ends once.  The arena's placements are checked against a
  * model of its free bytes over millions of random steps.
  */
 #include <sys/types.h>
@@ -334,6 +335,133 @@ test_jobs_wait_returns_when_one_finished(void **state)
 		retire_done(&next);
 	}
 	jobs_wait();
+	jobs_idle();
+}
+
+/*
+ * A shared job's work (len 1; others do nothing): SHARED_ITEMS items, each
+ * claimed by one run.  A run
+ * counts itself in and waits at the gate (when shared_gated), so that the
+ * test sees how many run at once; then it claims items until none is
+ * left, and says so (jobs_no_more()).
+ */
+#define SHARED_ITEMS	40
+static _Atomic unsigned shared_next, shared_in, shared_runs;
+static _Atomic unsigned shared_done[SHARED_ITEMS];
+static int shared_gated;
+
+static void
+run_shared(struct job *j)
+{
+	unsigned i;
+
+	T(j)->n = (ssize_t)T(j)->id;
+	if (T(j)->len == 0)
+		return;		/* not the shared job: nothing to claim */
+	atomic_fetch_add(&shared_runs, 1);
+	atomic_fetch_add(&shared_in, 1);
+	if (shared_gated)
+		run_gated(j);
+	while ((i = atomic_fetch_add(&shared_next, 1)) < SHARED_ITEMS)
+		atomic_fetch_add(&shared_done[i], 1);
+	jobs_no_more(j);
+	atomic_fetch_sub(&shared_in, 1);
+}
+
+static void
+shared_reset(int gated)
+{
+	atomic_store(&shared_next, 0);
+	atomic_store(&shared_in, 0);
+	atomic_store(&shared_runs, 0);
+	for (unsigned i = 0; i < SHARED_ITEMS; i++)
+		atomic_store(&shared_done[i], 0);
+	shared_gated = gated;
+}
+
+/* Waits until n runs are in run_shared() at once, or LOST_MS. */
+static unsigned
+wait_shared_in(unsigned n)
+{
+	struct timespec ts = { 0, 100000 };
+
+	for (int i = 0; i < LOST_MS * 10 && atomic_load(&shared_in) < n; i++)
+		(void)nanosleep(&ts, NULL);
+	return atomic_load(&shared_in);
+}
+
+/*
+ * jobs_share(): up to runs workers run one job at once; it is finished
+ * once, when the last run ends, and not before; each item is claimed once;
+ * once a run found none left no further run begins; and the jobs queued
+ * behind it run and come back in order.
+ */
+/* A job of no bytes, shared by up to runs (0: not the shared job). */
+static struct job *
+shared_job(uint32_t id, unsigned runs)
+{
+	struct job *j = jobs_new(0);
+
+	assert_non_null(j);
+	T(j)->id = id;
+	T(j)->len = runs > 0;
+	if (runs > 0)
+		jobs_share(j, runs);
+	return j;
+}
+
+static void
+assert_items_claimed_once(void)
+{
+	for (unsigned i = 0; i < SHARED_ITEMS; i++)
+		assert_int_equal(atomic_load(&shared_done[i]), 1);
+}
+
+static void
+test_jobs_shared_job_runs_at_once_ends_once(void **state)
+{
+	struct job *j, *k;
+	uint32_t next = 0;
+
+	(void)state;
+	(void)jobs_init(run_shared, 8, sizeof(struct tjob));
+	/* Four runs at once, held at the gate: not finished meanwhile. */
+	shared_reset(1);
+	set_gate(0);
+	j = shared_job(0, 4);
+	jobs_start(j);
+	k = shared_job(1, 0);
+	jobs_start(k);	/* behind it: a fifth worker runs it */
+	wait_finished(k);
+	assert_int_equal(wait_shared_in(4), 4);
+	assert_int_equal(atomic_load(&j->finished), 0);
+	assert_int_equal(atomic_load(&shared_runs), 4);
+	set_gate(1);
+	drain(&next);
+	assert_int_equal(next, 2);
+	assert_int_equal(j->begun, 4);
+	assert_items_claimed_once();
+
+	/* Up to 100 runs, but none begins once the items are all claimed. */
+	shared_reset(0);
+	j = shared_job(2, 100);
+	jobs_start(j);
+	for (uint32_t id = 3; id < 3 + BATCH; id++)
+		jobs_start(shared_job(id, 0));
+	drain(&next);
+	assert_int_equal(next, 3 + BATCH);
+	/* Each run that began found items, but the last of each worker. */
+	assert_true(j->begun <= SHARED_ITEMS + 8);
+	assert_int_equal(atomic_load(&shared_runs), j->begun);
+	assert_items_claimed_once();
+
+	/* No worker at all: one run here does every item. */
+	shared_reset(0);
+	jobs_idle();
+	jobs_run_here(shared_job(3 + BATCH, 4));
+	assert_int_equal(atomic_load(&shared_runs), 1);
+	assert_items_claimed_once();
+	retire_done(&next);
 	jobs_idle();
 }
 
@@ -745,6 +873,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_jobs_busy_loop_costs_workers_no_write),
 		cmocka_unit_test(test_jobs_lock_once_per_job_each_side),
 		cmocka_unit_test(test_jobs_wait_returns_when_one_finished),
+		cmocka_unit_test(test_jobs_shared_job_runs_at_once_ends_once),
 		cmocka_unit_test(test_jobs_idle_holds_no_thread_or_descriptor),
 		cmocka_unit_test(test_jobs_arena_matches_its_model),
 		cmocka_unit_test(
