@@ -18,23 +18,25 @@
  * made; jobs_idle() gives its pages back.
  *
  * The workers share one lock, one condition and one queue of jobs handed
- * off; the lock guards the queue alone, and a worker takes it once per job,
- * to take the next.  A job's end takes no lock: the worker stores finished
- * (release), then counts it in unseen; the loop empties unseen, then marks
- * the jobs it finds finished (acquire) as done (jobs_collect()), so that
- * every other field of a job is read by the loop only after the worker's
- * writes.  A job counted in unseen after the loop emptied it, but found
- * finished already, costs one more scan that finds nothing.  The eventfd is
- * written only to wake the loop: when a worker finishes a job while the loop
- * sleeps on it (asleep).  jobs_sleep() sets asleep, then reads unseen; a
- * worker adds to unseen, then clears asleep, and writes the eventfd if it
- * was set.  All four are sequentially consistent, so one of the two sees
- * the other: no wake-up is lost (a job finished before jobs_sleep() keeps
- * the loop awake, one finished after it writes the eventfd), and a loop
- * that is busy costs the workers no system call.  An eventfd written for a
- * loop that found unseen first wakes its next poll once, for nothing.
- * The condition is signalled after the lock is let go, so that the worker
- * it wakes does not wait on the lock at once.
+ * off; the lock guards the queue (and a shared job's counts), and a worker
+ * takes it once per job, to take the next (a shared job's run takes it
+ * again to close the job and to end).  A job's end takes no lock: the
+ * worker stores finished (release), then counts it in unseen; the loop
+ * empties unseen, then marks the jobs it finds finished (acquire) as done
+ * (jobs_collect()), so that every other field of a job is read by the loop
+ * only after the worker's writes.  A job counted in unseen after the loop
+ * emptied it, but found finished already, costs one more scan that finds
+ * nothing.  The eventfd is written only to wake the loop: when a worker
+ * finishes a job while the loop sleeps on it (asleep).  jobs_sleep() sets
+ * asleep, then reads unseen; a worker adds to unseen, then clears asleep,
+ * and writes the eventfd if it was set.  All four are sequentially
+ * consistent, so one of the two sees the other: no wake-up is lost (a job
+ * finished before jobs_sleep() keeps the loop awake, one finished after it
+ * writes the eventfd), and a loop that is busy costs the workers no system
+ * call.  An eventfd written for a loop that found unseen first wakes its
+ * next poll once, for nothing.  The condition is signalled after the lock
+ * is let go, so that the worker it wakes does not wait on the lock at
+ * once.
  *
  * A shared job (jobs_share()) stays at the queue's head while runs may
  * still begin: each worker that takes it counts a run begun and running,
@@ -462,7 +464,7 @@ void
 jobs_start(struct job *j)
 {
 	unsigned runs = j->runs > 1 ? j->runs : 1, wake = 0;
-	int alone;
+	int alone, all = 0;
 
 	(void)pthread_mutex_lock(&lock);
 	/* Workers for the jobs queued and this one's runs, as far as idle. */
@@ -478,11 +480,15 @@ jobs_start(struct job *j)
 		j->queued = 1;
 		nrunning++;
 		wake = nidle < runs ? nidle : runs;
+		all = wake > 1 && wake == nidle;
 	}
 	(void)pthread_mutex_unlock(&lock);
 	/* Busy workers take it when they come back for the next. */
-	while (wake-- > 0)
-		(void)pthread_cond_signal(&work);
+	if (all)
+		(void)pthread_cond_broadcast(&work);	/* one call */
+	else
+		while (wake-- > 0)
+			(void)pthread_cond_signal(&work);
 	/* No thread to be had: slower, still right. */
 	if (alone)
 		jobs_run_here(j);

@@ -94,12 +94,13 @@ void	jobs_start(struct job *);
  * Lets up to runs workers run the job at once, as they come free, before
  * jobs_start(): for work that each run takes its own share of (a READDIR's
  * lstats, claimed one name at a time), so that a worker that comes free
- * joins it while any is left.  A run that finds none left calls
- * jobs_no_more(), and no further run begins.  The job is finished when
- * the runs begun have all ended: each wrote its share before.
+ * joins it while any is left.  A run that takes the last of the work, or
+ * finds none left, calls jobs_no_more(), and no further run begins.  The
+ * job is finished when the runs begun have all ended: each wrote its
+ * share before.
  */
 void	jobs_share(struct job *, unsigned runs);
-/* A run of a shared job found no work left: no further run begins. */
+/* A run of a shared job left no work for others: no further run begins. */
 void	jobs_no_more(struct job *);
 /* Runs the job here, now: it is done on return. */
 void	jobs_run_here(struct job *);
