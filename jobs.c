@@ -123,7 +123,7 @@ static _Atomic unsigned unseen;	/* jobs finished, maybe not collected */
  * that waits 10% slower (bench/latency.sh at 1 ms, skewed against
  * aligned: 1.14 and 1.09 in two runs).
  */
-#define ARENA_END	(4 * 1024 * 1024)
+#define ARENA_END	(8 * 1024 * 1024)
 #define ARENA_SKEW	(ARENA_END - JOBS_ARENA)
 #define ARENA_GUARD	(64 * 1024)
 #define RING_BYTES	(JOBS_RING * entry_size)
@@ -244,12 +244,13 @@ mapped(void)
 /*
  * Where size arena bytes (a multiple of ARENA_ALIGN) would go, and what
  * they would take (*chargep): size, and before it the room skipped at the
- * arena's end when they start over at 0.  SIZE_MAX when they do not fit
- * now.  The free bytes are a ring too: free = JOBS_ARENA - arena_used of
- * them from end on.  Whatever the state, the offset returned is d bytes
- * into them, d + size <= free, and off + size <= JOBS_ARENA: the bytes lie
- * inside the arena and inside its free bytes.  That is checked here,
- * where the offset is computed.
+ * arena's end when they start over at 0 (there when the room left is too
+ * short, or for a small job once end is past the soft end: jobs.h).
+ * SIZE_MAX when they do not fit now.  The free bytes are a ring too: free
+ * = JOBS_ARENA - arena_used of them from end on.  Whatever the state, the
+ * offset returned is d bytes into them, d + size <= free, and off + size
+ * <= JOBS_ARENA: the bytes lie inside the arena and inside its free
+ * bytes.  That is checked here, where the offset is computed.
  */
 static size_t
 arena_place(size_t size, size_t *chargep)
@@ -265,6 +266,9 @@ arena_place(size_t size, size_t *chargep)
 	free = JOBS_ARENA - arena_used;
 	end = (arena_beg + arena_used) % JOBS_ARENA;
 	off = JOBS_ARENA - end >= size ? end : 0;
+	if (size <= JOBS_SMALL && end >= JOBS_SOFT_END && size <= free &&
+	    JOBS_ARENA - end <= free - size)
+		off = 0;	/* the bytes before the soft end suffice */
 	d = (off + JOBS_ARENA - end) % JOBS_ARENA;
 	if (d > free || size > free - d || off > JOBS_ARENA - size)
 		return SIZE_MAX;

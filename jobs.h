@@ -31,10 +31,17 @@
 /* Jobs queued at once, waiting or done and not yet handed back. */
 #define JOBS_RING	128
 /*
- * Bytes of data (READ buffers, paths) that jobs hold at once: 4 MiB less
- * the arena's skew (jobs.c), so that it ends where a page does.
+ * Bytes of data (READ buffers, paths) that jobs hold at once: 8 MiB less
+ * the arena's skew (jobs.c), so that it ends where a page does: 32 READs
+ * of 255 KiB in flight.  A job of at most JOBS_SMALL bytes whose place
+ * would start at JOBS_SOFT_END or past it starts over at the arena's
+ * start instead, when it fits there: a pipeline of small jobs (32 KiB
+ * READs, listings, paths) that holds less than 4 MiB at once goes round
+ * the first 4 MiB only, and touches no page beyond them.
  */
-#define JOBS_ARENA	(4 * 1024 * 1024 - 1088)
+#define JOBS_ARENA	(8 * 1024 * 1024 - 1088)
+#define JOBS_SOFT_END	(4 * 1024 * 1024 - 1088)
+#define JOBS_SMALL	(64 * 1024)
 /* Most workers a session may have (-T). */
 #define JOBS_MAX_WORKERS	128
 

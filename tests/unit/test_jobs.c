@@ -5,7 +5,8 @@
  * does not sleep makes the workers write nothing, and an idle pool holds no
  * thread and no descriptor.  A shared job runs in several workers at once
  * and ends once.  The arena's placements are checked against a
- * model of its free bytes over millions of random steps.
+ * model of its free bytes over millions of random steps; small jobs keep
+ * to its first 4 MiB.
  */
 #include <sys/types.h>
 
@@ -509,7 +510,8 @@ struct model_job {
 static struct model_job model[JOBS_RING];
 static unsigned model_head, model_count;
 /* What the steps reached: start-overs, refusals, bytes behind none. */
-static unsigned long model_wraps, model_refused, model_behind_none;
+static unsigned long model_wraps, model_refused, model_behind_none,
+    model_small_wraps;
 
 static size_t
 model_aligned(size_t size)
@@ -587,6 +589,9 @@ model_new(size_t size, uint32_t id)
 {
 	size_t asize = model_aligned(size), off, last = model_last();
 	int fits = model_fits(asize), room = jobs_room(size);
+	/* A small job past the soft end starts over when it fits there. */
+	int over = asize > 0 && asize <= JOBS_SMALL &&
+	    last >= JOBS_SOFT_END && model_run(0) >= asize;
 	struct model_job *m;
 	struct job *j;
 
@@ -632,6 +637,13 @@ model_new(size_t size, uint32_t id)
 		fail();
 	}
 	model_count++;
+	if (over && off != 0) {
+		print_error("step %u: %zu bytes placed at %zu, past the soft "
+		    "end, though they fit at 0\n", (unsigned)id, asize, off);
+		fail();
+	}
+	if (over)
+		model_small_wraps++;
 	m->off = off;
 	if (off == 0 && last != 0) {
 		m->skip = last;	/* it started over */
@@ -723,6 +735,51 @@ test_jobs_arena_matches_its_model(void **state)
 	assert_true(model_wraps > 0);
 	assert_true(model_refused > 0);
 	assert_true(model_behind_none > 0);
+	assert_true(model_small_wraps > 0);
+}
+
+/*
+ * A pipeline of 64 READs of 32 KiB, as a client keeps at 1 ms, goes round
+ * the arena's first 4 MiB only: no page past them is ever touched.  Large
+ * READs (255 KiB) have the whole arena: 32 at once, all through.
+ */
+static void
+test_jobs_arena_small_jobs_keep_to_its_start(void **state)
+{
+	size_t most = 0, end;
+	struct job *j;
+
+	(void)state;
+	(void)jobs_init(run_sleep, 1, sizeof(struct tjob));
+	for (unsigned i = 0; i < 20000; i++) {
+		if (jobs_count() == 64) {
+			jobs_mark_done(jobs_at(0));
+			jobs_retire();
+		}
+		assert_non_null(j = jobs_new(32 * 1024));
+		end = (size_t)(j->buf - arena) + 32 * 1024;
+		most = end > most ? end : most;
+	}
+	assert_true(most <= JOBS_SOFT_END + 32 * 1024);
+	while (jobs_count() > 0) {
+		jobs_mark_done(jobs_at(0));
+		jobs_retire();
+	}
+	for (unsigned i = 0; i < 20000; i++) {
+		while (jobs_room(255 * 1024))
+			assert_non_null(jobs_new(255 * 1024));
+		/* A start-over leaves at most one job's room unused. */
+		assert_true(jobs_count() >= JOBS_ARENA / (255 * 1024) - 1);
+		if (i == 0)
+			assert_int_equal(jobs_count(), 32);
+		jobs_mark_done(jobs_at(0));
+		jobs_retire();
+	}
+	while (jobs_count() > 0) {
+		jobs_mark_done(jobs_at(0));
+		jobs_retire();
+	}
+	jobs_idle();
 }
 
 /*
@@ -876,6 +933,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_jobs_shared_job_runs_at_once_ends_once),
 		cmocka_unit_test(test_jobs_idle_holds_no_thread_or_descriptor),
 		cmocka_unit_test(test_jobs_arena_matches_its_model),
+		cmocka_unit_test(test_jobs_arena_small_jobs_keep_to_its_start),
 		cmocka_unit_test(
 		    test_jobs_arena_wrap_behind_jobs_without_bytes),
 		cmocka_unit_test(test_jobs_arena_guard_faults),
