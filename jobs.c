@@ -7,7 +7,8 @@
  * start at arena_beg and run arena_used bytes on, past the arena's end
  * back to its start.  A job's bytes are one run, never split: when the
  * room left before the arena's end is too short, the job takes that room
- * too and starts at 0.  What a job took (arena_charge) is given
+ * too and starts at 0, as a small job does once past the soft end
+ * (jobs.h) when it fits at 0.  What a job took (arena_charge) is given
  * back when it retires, in the order taken, so that the two offsets always
  * describe exactly the bytes of the jobs in the ring, whatever mix of
  * sized and zero-sized jobs comes and goes.  Every placement is checked,

@@ -37,7 +37,7 @@
  * would start at JOBS_SOFT_END or past it starts over at the arena's
  * start instead, when it fits there: a pipeline of small jobs (32 KiB
  * READs, listings, paths) that holds less than 4 MiB at once goes round
- * the first 4 MiB only, and touches no page beyond them.
+ * the first 4 MiB only (the last job may run one job's size past them).
  */
 #define JOBS_ARENA	(8 * 1024 * 1024 - 1088)
 #define JOBS_SOFT_END	(4 * 1024 * 1024 - 1088)
