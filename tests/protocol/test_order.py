@@ -1287,20 +1287,15 @@ def readdir_lstats_at_once(ctx):
     held a second, so that the workers need not all start within less
     on a loaded machine."""
     root = os.path.join(ctx.tmp, "hundred")
-    os.mkdir(root)
-    os.chmod(root, 0o755)
-    names = ["n%03d" % i for i in range(98)]    # with "." and "..": 100
-    for n in names:
-        with open(os.path.join(root, n), "wb") as f:
-            f.write(b"x" * (len(n) + int(n[1:])))
-    srv, counts = slowfs_session(ctx, "slowfs-readdir.txt", "stat=1000,read=50", root, root)
-    stats_to_workers(srv, names[97])
+    want = sized_names(root, "n", 98)           # with "." and "..": 100
+    srv, counts = slowfs_session(ctx, "slowfs-readdir.txt",
+                                 "stat=1000,read=50", root, root)
+    stats_to_workers(srv, "n097")
     h = srv.opendir(".")
     r = srv.call(req_readdir(h))
     if r.type != SSH_FXP_NAME:
         raise Failure("READDIR: %r" % r)
-    expect_listing(listed([r]), {n: len(n) + int(n[1:]) for n in names},
-                   "READDIR")
+    expect_listing(listed([r]), want, "READDIR")
     most = held_at_once_after_exit(srv, counts, "the READDIR's lstats")
     return "slowfs held %d lstats at once" % most
 
@@ -1315,7 +1310,8 @@ def readdir_first_batch_stops(ctx):
     lstats in a row in the loop (5 s); the listing is whole."""
     root = os.path.join(ctx.tmp, "first")
     want = sized_names(root, "f", 198)
-    srv, counts = slowfs_session(ctx, "slowfs-first.txt", "stat=50", root, root)
+    srv, counts = slowfs_session(ctx, "slowfs-first.txt", "stat=50", root,
+                                 root)
     h = srv.opendir(".")
     batches, end = srv.readdir_all(h)
     if end.code != SSH_FX_EOF:
@@ -1343,7 +1339,8 @@ def readdirs_share_workers(ctx):
     b = os.path.join(ctx.tmp, "b")
     want_a = sized_names(a, "a", 98)
     want_b = sized_names(b, "b", 98)
-    srv, counts = slowfs_session(ctx, "slowfs-share.txt", "stat=1000,read=50", b, ctx.tmp)
+    srv, counts = slowfs_session(ctx, "slowfs-share.txt",
+                                 "stat=1000,read=50", b, ctx.tmp)
     stats_to_workers(srv, "b/b097")
     ha, hb = srv.opendir("a"), srv.opendir("b")
     ids = srv.send_many([req_readdir(ha), req_readdir(hb)])

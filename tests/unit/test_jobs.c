@@ -498,7 +498,9 @@ test_jobs_idle_holds_no_thread_or_descriptor(void **state)
  * must lie inside the arena and in bytes the model has free; a refusal is
  * right only when the ring is full or neither the run after the newest
  * bytes in use nor the run at the arena's start is long enough (the ring
- * places bytes in request order, so it may use no other).  Each job's first and last bytes carry its
+ * places bytes in request order, so it may use no other), and a small job
+ * whose place would start past the soft end must start over at 0 when the
+ * run there is long enough.  Each job's first and last bytes carry its
  * number, checked when it retires: bytes given to two jobs at once show.
  */
 struct model_job {
