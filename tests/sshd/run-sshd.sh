@@ -464,19 +464,29 @@ EOF
     fi
 fi
 
+# /dev/log is the machine's: suites that run at once (make check runs this
+# script for several builds in parallel, with and without -A) take turns at
+# it under a lock on /dev, held from the check that it is free until the
+# listener has removed it; without the turns, one suite's server logged to
+# another's listener, or to none.
 syslog_tests() {
     local n=0
-    SYSLOG_SOCKET=/dev/log
-    if [ -e /dev/log ] || [ -L /dev/log ]; then
-        SYSLOG_SOCKET=""
-        skip "-l INFO -f LOCAL5: syslog lines" "/dev/log belongs to a running syslog daemon"
-        return 1
-    fi
     if [ "$(id -u)" -ne 0 ]; then
-        SYSLOG_SOCKET=""
         skip "-l INFO -f LOCAL5: syslog lines" "not root, cannot listen on /dev/log"
         return 1
     fi
+    exec 8</dev
+    if command -v flock >/dev/null && ! flock -w 300 8; then
+        exec 8<&-
+        fail "-l INFO -f LOCAL5: syslog listener" "expected the lock on /dev within 300 s, got none"
+        return 1
+    fi
+    if [ -e /dev/log ] || [ -L /dev/log ]; then
+        exec 8<&-
+        skip "-l INFO -f LOCAL5: syslog lines" "/dev/log belongs to a running syslog daemon"
+        return 1
+    fi
+    SYSLOG_SOCKET=/dev/log
     : > "$T/syslog.ours"
     "$PYTHON" "$HERE/sshd_syslog.py" /dev/log "$T/syslog.txt" &
     SYSLOG_PID=$!
@@ -484,17 +494,20 @@ syslog_tests() {
         sleep 0.05
         n=$((n + 1))
     done
-    if [ ! -S /dev/log ]; then
-        fail "-l INFO -f LOCAL5: syslog listener" "expected a socket at /dev/log within 5 s, got none"
+    if [ ! -S /dev/log ] || ! kill -0 "$SYSLOG_PID" 2>/dev/null; then
+        fail "-l INFO -f LOCAL5: syslog listener" "expected our listener on a socket at /dev/log within 5 s, got none"
         return 1
     fi
 }
 syslog_stop() {
-    [ -n "$SYSLOG_PID" ] || return 0
-    kill "$SYSLOG_PID" 2>/dev/null
-    wait "$SYSLOG_PID" 2>/dev/null
-    SYSLOG_PID=""
-    rm -f "$T/syslog.ours"
+    if [ -n "$SYSLOG_PID" ]; then
+        kill "$SYSLOG_PID" 2>/dev/null
+        wait "$SYSLOG_PID" 2>/dev/null
+        SYSLOG_PID=""
+        rm -f "$T/syslog.ours"
+    fi
+    SYSLOG_SOCKET=""
+    exec 8<&-
 }
 # syslog's tag is the program's name, as OpenSSH's (__progname)
 IDENT=$(basename "$SFTP_SERVER" | sed 's/[][\.*^$+?(){}|/]/\\&/g')
