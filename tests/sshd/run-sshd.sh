@@ -488,7 +488,7 @@ syslog_tests() {
     fi
     SYSLOG_SOCKET=/dev/log
     : > "$T/syslog.ours"
-    "$PYTHON" "$HERE/sshd_syslog.py" /dev/log "$T/syslog.txt" &
+    "$PYTHON" "$HERE/sshd_syslog.py" /dev/log "$T/syslog.txt" 8<&- &
     SYSLOG_PID=$!
     while [ ! -S /dev/log ] && [ $n -lt 100 ] && kill -0 "$SYSLOG_PID" 2>/dev/null; do
         sleep 0.05
@@ -514,7 +514,8 @@ IDENT=$(basename "$SFTP_SERVER" | sed 's/[][\.*^$+?(){}|/]/\\&/g')
 if start syslog -l INFO -f LOCAL5 -d "$R"; then
     syslog_tests
     HAVE_SYSLOG=$?
-    sftp_run <<EOF
+    # the lock is this shell's: no client keeps it after its turn
+    sftp_run 8<&- <<EOF
 put "$L/f32768" flags/syslog
 EOF
     check_clean "-l INFO -f LOCAL5: session"
