@@ -212,8 +212,8 @@ ibuf_init_pinned(struct ibuf *ib, size_t soft, size_t hard)
 	memset(ib, 0, sizeof *ib);
 	ib->soft = soft;
 	ib->hard = hard > soft ? hard : soft;
-	ib->size = ib->hard + SFTP_MAX_MSG + 4;
-	if ((ib->buf = buf_map(ib->size)) == NULL)
+	ib->size = ib->hard + IBUF_TAIL;
+	if (ib->size > UINT32_MAX || (ib->buf = buf_map(ib->size)) == NULL)
 		return -1;
 	return 0;
 }
@@ -224,24 +224,98 @@ ibuf_init(struct ibuf *ib, size_t soft)
 	return ibuf_init_pinned(ib, soft, soft);
 }
 
-void
-ibuf_pin(struct ibuf *ib)
+unsigned
+ibuf_pin(struct ibuf *ib, const uint8_t *p)
 {
+	unsigned i;
+
+	if (p < ib->buf || p > ib->buf + ib->end)
+		abort();
+	for (i = 0; i < IBUF_PINS && ib->pin[i].held; i++)
+		;
+	if (i == IBUF_PINS)
+		abort();	/* more than IBUF_PINS: see packet.h */
+	ib->pin[i].off = (uint32_t)(p - ib->buf);
+	ib->pin[i].lap = (uint8_t)ib->lap;
+	ib->pin[i].held = 1;
 	ib->pins++;
+	return i;
 }
 
 void
-ibuf_unpin(struct ibuf *ib)
+ibuf_unpin(struct ibuf *ib, unsigned i)
 {
-	if (ib->pins == 0)
+	if (i >= IBUF_PINS || !ib->pin[i].held)
 		abort();
+	ib->pin[i].held = 0;
 	ib->pins--;
+	if (ib->pin[i].lap != ib->lap)
+		ib->old--;
+}
+
+/*
+ * Where the lap of parity lap may read up to: soft without pins, hard
+ * with pins of its own only, and below the lowest byte pinned in the lap
+ * before, less IBUF_TAIL, while it has some.
+ */
+static size_t
+ibuf_limit(const struct ibuf *ib, unsigned lap)
+{
+	size_t low = SIZE_MAX;
+
+	if (ib->pins == 0)
+		return ib->soft;
+	for (unsigned i = 0; i < IBUF_PINS; i++)
+		if (ib->pin[i].held && ib->pin[i].lap != lap &&
+		    ib->pin[i].off < low)
+			low = ib->pin[i].off;
+	if (low == SIZE_MAX)
+		return ib->hard;
+	if (low <= IBUF_TAIL)
+		return 0;
+	return low - IBUF_TAIL < ib->hard ? low - IBUF_TAIL : ib->hard;
+}
+
+/*
+ * Reads fill [end, limit) while end is below the lap's limit.  Past it,
+ * only the rest of the packet that started before it is read, so that it
+ * ends within IBUF_TAIL of the limit (the frame checks of ibuf_next() keep
+ * every length within SFTP_MAX_MSG).  Once every byte read is parsed, a new
+ * lap starts at 0: at once without pins, and when the lap is at its limit
+ * and none of the lap before is left with them (*wrap).  Returns how much
+ * to read next; 0 (pinned and full) waits for ibuf_unpin().
+ */
+static size_t
+ibuf_want(const struct ibuf *ib, int *wrap)
+{
+	size_t want, start = ib->start, end = ib->end;
+	size_t limit = ibuf_limit(ib, ib->lap);
+
+	*wrap = 0;
+	if (start == end && end > 0 &&
+	    (ib->pins == 0 || (end >= limit && ib->old == 0))) {
+		*wrap = 1;
+		start = end = 0;
+		limit = ibuf_limit(ib, ib->lap ^ 1);
+	}
+	if (end < limit)
+		return limit - end;
+	if (start == end && ib->pins > 0)
+		return 0;
+	if (end - start < 4)
+		return 4 - (end - start);
+	want = start + 4 + peek_u32(ib->buf + start) - end;
+	if (want > ib->size - end)
+		abort();	/* a frame longer than SFTP_MAX_MSG */
+	return want;
 }
 
 int
 ibuf_can_read(const struct ibuf *ib)
 {
-	return ib->pins == 0 || ib->end < ib->hard || ib->start != ib->end;
+	int wrap;
+
+	return ibuf_want(ib, &wrap) > 0;
 }
 
 void
@@ -257,7 +331,8 @@ ibuf_release(struct ibuf *ib)
 {
 	if (ib->start == ib->end && ib->pins == 0)
 		ib->start = ib->end = 0;
-	buf_release(ib->buf, ib->size, ib->end);
+	if (ib->old == 0)	/* else bytes past end are pinned */
+		buf_release(ib->buf, ib->size, ib->end);
 }
 
 int
@@ -295,34 +370,19 @@ ibuf_ready(const struct ibuf *ib)
 	return len == 0 || len > SFTP_MAX_MSG || have - 4 >= len;
 }
 
-/*
- * Reads fill [end, soft) while end is below soft.  Past soft, only the rest
- * of the packet that started before soft is read, so that the next packet
- * starts at offset 0 once everything before it is parsed.  The frame checks
- * of ibuf_next() keep every length within SFTP_MAX_MSG, so the packet always
- * ends within size.  While pinned, hard takes the place of soft, and
- * nothing is read past it once every packet there is parsed (room 0).
- */
+/* Where to read next, and how much (ibuf_want()), starting a lap. */
 static void
 ibuf_room(struct ibuf *ib, uint8_t **pp, size_t *lenp)
 {
-	size_t want, limit = ib->pins > 0 ? ib->hard : ib->soft;
+	int wrap;
 
-	if (ib->start == ib->end && ib->pins == 0)
+	*lenp = ibuf_want(ib, &wrap);
+	if (wrap) {
 		ib->start = ib->end = 0;
-	if (ib->end < limit) {
-		want = limit - ib->end;
-	} else if (ib->start == ib->end && ib->pins > 0) {
-		want = 0;	/* pinned and full: wait for ibuf_unpin() */
-	} else if (ib->end - ib->start < 4) {
-		want = 4 - (ib->end - ib->start);
-	} else {
-		want = ib->start + 4 + peek_u32(ib->buf + ib->start) - ib->end;
-		if (want > ib->size - ib->end)
-			abort();	/* a frame longer than SFTP_MAX_MSG */
+		ib->lap ^= 1;
+		ib->old = ib->pins;
 	}
 	*pp = ib->buf + ib->end;
-	*lenp = want;
 }
 
 static void

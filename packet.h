@@ -151,21 +151,35 @@ int	pkt_get_handle(struct cursor *, uint32_t *slot, uint32_t *gen);
  * The input buffer.  Bytes are read into [end, ...) and packets are parsed
  * where they lie, between start and end.  Reads stop at soft, so that any
  * packet that starts before soft can be completed in place behind it: no
- * byte is ever moved.
+ * byte is ever moved.  Once every byte read is parsed, reading starts over
+ * at offset 0: a new lap.
  *
  * While a WRITE's data is pinned (ibuf_pin(): a worker is writing it out
- * of the buffer), the buffer does not go back to offset 0 and reads stop
- * at hard instead of soft; past hard, no read is made (ibuf_can_read())
- * until the last pin is dropped.
+ * of the buffer), reads stop at hard instead of soft, and no byte of it is
+ * overwritten.  A lap that reached hard with pins left ends all the same,
+ * and the next lap reads only below the lowest byte still pinned in the
+ * lap before, less room for a whole packet (IBUF_TAIL): a stream of WRITEs
+ * goes on while the earliest are written out, and never waits for the
+ * last pin to go.  A lap starts only once no pin of the lap before it is
+ * left, so pins lie in two laps at most.
  */
+#define IBUF_PINS	128
+#define IBUF_TAIL	(SFTP_MAX_MSG + 4)
 struct ibuf {
 	uint8_t *buf;
-	size_t size;		/* hard + SFTP_MAX_MSG + 4 */
+	size_t size;		/* hard + IBUF_TAIL */
 	size_t soft;
 	size_t hard;		/* soft, or more: the window while pinned */
 	size_t start;		/* first byte not yet parsed */
 	size_t end;		/* first free byte */
-	unsigned pins;
+	unsigned pins;		/* pins held */
+	unsigned old;		/* of which in the lap before this one */
+	unsigned lap;		/* this lap's parity */
+	struct {
+		uint32_t off;	/* the pinned bytes start here */
+		uint8_t lap;	/* the parity of the lap they came in */
+		uint8_t held;
+	} pin[IBUF_PINS];
 };
 
 /* Allocates the buffer; soft is the read-ahead.  Returns 0 or -1 (ENOMEM). */
@@ -173,11 +187,12 @@ int	ibuf_init(struct ibuf *, size_t soft);
 /* The same with a window of hard bytes (>= soft) while pinned. */
 int	ibuf_init_pinned(struct ibuf *, size_t soft, size_t hard);
 /*
- * Holds the bytes buffered in place (a WRITE's data in a worker's hands),
- * and lets them go: every ibuf_pin() has one ibuf_unpin().
+ * Holds the bytes buffered in place from p on (a WRITE's data in a
+ * worker's hands) and returns the pin, which ibuf_unpin() lets go.  At
+ * most IBUF_PINS are held at once.
  */
-void	ibuf_pin(struct ibuf *);
-void	ibuf_unpin(struct ibuf *);
+unsigned	ibuf_pin(struct ibuf *, const uint8_t *p);
+void	ibuf_unpin(struct ibuf *, unsigned pin);
 /* Whether ibuf_read() has room to read into (pins may hold it full). */
 int	ibuf_can_read(const struct ibuf *);
 void	ibuf_free(struct ibuf *);

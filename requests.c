@@ -1275,7 +1275,7 @@ process_write(uint32_t id, struct cursor *c)
 		j->len = len;
 		j->off = (h->flags & O_APPEND) ? FILEIO_APPEND : (off_t)off;
 		sched_write_space(j, h, len);
-		ibuf_pin(ss->in);
+		j->pin = ibuf_pin(ss->in, data);
 		return start_job(j, 0);
 	}
 	if (concurrent())
@@ -1287,13 +1287,16 @@ process_write(uint32_t id, struct cursor *c)
 	return write_result(h, off, len, r, e);
 }
 
+_Static_assert(JOBS_RING <= IBUF_PINS,
+    "each WRITE in the ring of jobs can pin its data");
+
 /* A WRITE's job is done: its data is let go, its bytes counted. */
 static uint32_t
 write_answer(struct task *j)
 {
 	struct handle *h = j->owner;
 
-	ibuf_unpin(ss->in);
+	ibuf_unpin(ss->in, j->pin);
 	h->bytes_written += j->written;
 	return write_result(h, j->off == FILEIO_APPEND ? 0 : (uint64_t)j->off,
 	    (uint32_t)j->len, (int)j->n, j->err);

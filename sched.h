@@ -69,6 +69,7 @@ struct task {
 	size_t len;
 	mode_t mode;		/* an OPEN's creation mode */
 	const uint8_t *data;	/* a WRITE's bytes */
+	unsigned pin;		/* a WRITE's hold on them (ibuf_pin()) */
 	void *shared;		/* DIRSTAT: its struct dirbatch (in buf);
 				   COMMIT: the handle's struct fs_upload */
 	ssize_t n;

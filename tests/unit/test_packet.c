@@ -759,6 +759,329 @@ test_ibuf_fill_past_buffer_aborts(void **state)
 	ibuf_free(&ib);
 }
 
+/*
+ * Pins.  A model of the loop and its workers: a generated stream of
+ * packets (each byte a function of its packet's number and place, so a
+ * byte overwritten shows), read as the room allows, parsed in order, some
+ * pinned as WRITEs are and let go in any order.  No read may land on a
+ * pinned byte, and every pinned packet must still be whole when let go.
+ */
+struct gen {
+	uint64_t seq;		/* the packet being generated */
+	uint32_t len;		/* its body's length */
+	size_t at;		/* bytes of it (length word and body) given */
+};
+
+/* The byte of every place in packet seq's body. */
+static uint8_t
+gen_byte(uint64_t seq)
+{
+	return (uint8_t)(seq * 131 + (seq >> 8) + 1);
+}
+
+static void
+gen_packet(struct gen *g, uint32_t (*len)(void))
+{
+	g->len = len();
+	g->at = 0;
+}
+
+/* Writes the next n bytes of the stream to p. */
+static void
+gen_bytes(struct gen *g, uint8_t *p, size_t n, uint32_t (*len)(void))
+{
+	size_t k;
+
+	while (n > 0) {
+		if (g->at < 4) {
+			*p++ = (uint8_t)(g->len >> (8 * (3 - g->at)));
+			g->at++;
+			n--;
+		} else {
+			k = 4 + (size_t)g->len - g->at;
+			if (k > n)
+				k = n;
+			memset(p, gen_byte(g->seq), k);
+			p += k;
+			g->at += k;
+			n -= k;
+		}
+		if (g->at == 4 + (size_t)g->len) {
+			g->seq++;
+			gen_packet(g, len);
+		}
+	}
+}
+
+static int
+body_intact(const uint8_t *p, uint32_t len, uint64_t seq)
+{
+	return p[0] == gen_byte(seq) && memcmp(p, p + 1, len - 1) == 0;
+}
+
+struct held {
+	unsigned pin;
+	const uint8_t *p;
+	uint32_t len;
+	uint64_t seq;
+};
+
+/* Mostly small bodies, some of WRITE sizes, a few of the largest. */
+static uint32_t
+len_mixed(void)
+{
+	unsigned r = (unsigned)(rng_next() % 64);
+
+	if (r < 36)
+		return (uint32_t)rng_range(1, 200);
+	if (r < 52)
+		return (uint32_t)rng_range(1, 4096);
+	if (r < 60)
+		return (uint32_t)rng_range(32768, 32768 + 40);
+	if (r < 62)
+		return (uint32_t)rng_range(261120, 261120 + 40);
+	return (uint32_t)rng_range(200000, SFTP_MAX_MSG);
+}
+
+/* A read's size: often small, at times all the room. */
+static size_t
+read_size(size_t room)
+{
+	size_t n;
+
+	switch (rng_next() % 4) {
+	case 0:
+		n = rng_range(1, 16);
+		break;
+	case 1:
+		n = rng_range(1, 4096);
+		break;
+	case 2:
+		n = rng_range(1, 70000);
+		break;
+	default:
+		n = room;
+	}
+	return n < room ? n : room;
+}
+
+static void
+let_go(struct ibuf *ib, struct held *h, size_t *nheld, size_t i)
+{
+	if (!body_intact(h[i].p, h[i].len, h[i].seq)) {
+		print_error("packet %llu was overwritten while pinned\n",
+		    (unsigned long long)h[i].seq);
+		fail();
+	}
+	ibuf_unpin(ib, h[i].pin);
+	h[i] = h[--*nheld];
+}
+
+/*
+ * Millions of steps: reads, parses, pins and unpins at random.  Checks
+ * that no read lands on pinned bytes (at once, by range, and when let go,
+ * by content), that packets come out whole and in order, that reading
+ * stops only while pins hold the room, and that laps started while pins
+ * were held (the wrap) are many.
+ */
+static void
+test_ibuf_pins_model(void **state)
+{
+	static const size_t windows[][2] = {
+		{ IBUF_SOFT, IBUF_HARD }, { 1000, IBUF_TAIL + 70000 },
+		{ 4096, 3 * IBUF_TAIL },
+	};
+	struct held h[IBUF_PINS];
+	struct gen g;
+	struct ibuf ib;
+	struct cursor c;
+	uint64_t next;
+	size_t nheld, room, n, steps, wraps, reads;
+	uint32_t len;
+	unsigned lap;
+	uint8_t *p;
+	int r;
+
+	(void)state;
+	for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
+		rng_seed(100 + w);
+		assert_int_equal(ibuf_init_pinned(&ib, windows[w][0],
+		    windows[w][1]), 0);
+		memset(&g, 0, sizeof g);
+		gen_packet(&g, len_mixed);
+		next = 0;
+		nheld = wraps = reads = 0;
+		for (steps = 0; steps < 1000000; steps++) {
+			/* Workers end in any order. */
+			if (nheld > 0 && rng_next() % 3 == 0) {
+				let_go(&ib, h, &nheld,
+				    rng_range(0, nheld - 1));
+				continue;
+			}
+			r = ibuf_next(&ib, &c, &len);
+			assert_true(r >= 0);
+			if (r == 1) {
+				assert_int_equal(c.left, len);
+				if (!body_intact(c.p, len, next)) {
+					print_error("packet %llu differs\n",
+					    (unsigned long long)next);
+					fail();
+				}
+				if (nheld < IBUF_PINS && rng_next() % 2 == 0) {
+					h[nheld].pin = ibuf_pin(&ib, c.p);
+					h[nheld].p = c.p;
+					h[nheld].len = len;
+					h[nheld].seq = next;
+					nheld++;
+				}
+				next++;
+				continue;
+			}
+			assert_int_equal(ib.pins, nheld);
+			if (!ibuf_can_read(&ib)) {
+				/* Only pins stop reading. */
+				assert_true(nheld > 0);
+				let_go(&ib, h, &nheld,
+				    rng_range(0, nheld - 1));
+				continue;
+			}
+			lap = ib.lap;
+			ibuf_room(&ib, &p, &room);
+			assert_true(room > 0);
+			if (ib.lap != lap && nheld > 0)
+				wraps++;
+			assert_true(p >= ib.buf &&
+			    room <= (size_t)(ib.buf + ib.size - p));
+			n = read_size(room);
+			for (size_t i = 0; i < nheld; i++)
+				if (p < h[i].p + h[i].len && h[i].p < p + n) {
+					print_error("a read of [%zu, +%zu) "
+					    "lands on pinned [%zu, +%u)\n",
+					    (size_t)(p - ib.buf), n,
+					    (size_t)(h[i].p - ib.buf),
+					    h[i].len);
+					fail();
+				}
+			gen_bytes(&g, p, n, len_mixed);
+			ibuf_fill(&ib, n);
+			reads++;
+		}
+		while (nheld > 0)
+			let_go(&ib, h, &nheld, 0);
+		assert_int_equal(ib.pins, 0);
+		assert_int_equal(ib.old, 0);
+		/* The wrap with pins held is the case under test. */
+		assert_true(wraps > 100);
+		assert_true(next > 10000);
+		ibuf_free(&ib);
+	}
+}
+
+static uint32_t
+len_write(void)
+{
+	return 261120 + 29;	/* a WRITE of 255 KiB, as sftp sends */
+}
+
+/*
+ * A pipeline of 255 KiB WRITEs on storage that waits: each one parsed is
+ * pinned, and the oldest ends once 12 are held (the client's window), or
+ * when reading cannot go on.  Reading must go on as the oldest ones end:
+ * with fewer than 12 held, never more than two let go in a row before the
+ * next read (IBUF_TAIL keeps a packet of room below the oldest pin), where
+ * a buffer that waited for its last pin would let them all go.
+ */
+static void
+test_ibuf_pinned_stream_never_drains(void **state)
+{
+	struct held h[IBUF_PINS];
+	struct gen g;
+	struct ibuf ib;
+	struct cursor c;
+	uint64_t next = 0;
+	size_t nheld = 0, room, row = 0, most = 0, laps = 0;
+	uint32_t len;
+	unsigned lap;
+	uint8_t *p;
+
+	(void)state;
+	assert_int_equal(ibuf_init_pinned(&ib, IBUF_SOFT, IBUF_HARD), 0);
+	memset(&g, 0, sizeof g);
+	gen_packet(&g, len_write);
+	while (next < 4000) {
+		while (ibuf_next(&ib, &c, &len) == 1) {
+			assert_true(nheld < IBUF_PINS);
+			h[nheld].pin = ibuf_pin(&ib, c.p);
+			h[nheld].p = c.p;
+			h[nheld].len = len;
+			h[nheld].seq = next++;
+			nheld++;
+		}
+		if (nheld >= 12 || !ibuf_can_read(&ib)) {
+			/* Reading stopped: only pins can stop it. */
+			if (nheld < 12 && ++row > most)
+				most = row;
+			assert_true(nheld > 0);
+			let_go(&ib, h, &nheld, 0);	/* the oldest */
+			/* let_go() moved the newest to 0: put it back. */
+			if (nheld > 1) {
+				struct held t = h[0];
+
+				memmove(&h[0], &h[1], (nheld - 1) * sizeof *h);
+				h[nheld - 1] = t;
+			}
+			continue;
+		}
+		row = 0;
+		lap = ib.lap;
+		ibuf_room(&ib, &p, &room);
+		assert_true(room > 0);
+		if (ib.lap != lap)
+			laps++;
+		gen_bytes(&g, p, room, len_write);
+		ibuf_fill(&ib, room);
+	}
+	while (nheld > 0)
+		let_go(&ib, h, &nheld, 0);
+	assert_true(laps > 100);
+	if (most > 2) {
+		print_error("%zu pins let go in a row before a read\n", most);
+		fail();
+	}
+	ibuf_free(&ib);
+}
+
+static void
+pin_too_many(void *arg)
+{
+	struct ibuf *ib = arg;
+
+	for (unsigned i = 0; i <= IBUF_PINS; i++)
+		(void)ibuf_pin(ib, ib->buf);
+}
+
+static void
+unpin_twice(void *arg)
+{
+	struct ibuf *ib = arg;
+	unsigned pin = ibuf_pin(ib, ib->buf);
+
+	ibuf_unpin(ib, pin);
+	ibuf_unpin(ib, pin);
+}
+
+static void
+test_ibuf_pin_misuse_aborts(void **state)
+{
+	struct ibuf ib;
+
+	(void)state;
+	assert_int_equal(ibuf_init_pinned(&ib, 1000, 2000), 0);
+	expect_abort(pin_too_many, &ib);
+	expect_abort(unpin_twice, &ib);
+	ibuf_free(&ib);
+}
+
 /* The cursor. */
 
 static void
@@ -2375,6 +2698,9 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_ibuf_next_empty_buffer_wants_input),
 		cmocka_unit_test(test_ibuf_read_pipe_delivers_packets),
 		cmocka_unit_test(test_ibuf_fill_past_buffer_aborts),
+		cmocka_unit_test(test_ibuf_pins_model),
+		cmocka_unit_test(test_ibuf_pinned_stream_never_drains),
+		cmocka_unit_test(test_ibuf_pin_misuse_aborts),
 		/* The cursor. */
 		cmocka_unit_test(test_get_u8_empty_is_short),
 		cmocka_unit_test(test_get_u8_one_byte),
