@@ -154,8 +154,10 @@ arch() {
         if [ "$mode" = native ]; then
             unit "$a" "$REPO/build/$a/$t"
         else
-            # The arena's model: a tenth of its steps (seconds natively).
-            JOBS_MODEL_STEPS=200000 CMOCKA_SKIP="$QEMU_UNIT_SKIP" \
+            # The arena's and the input buffer's models: a tenth of
+            # their steps (seconds natively).
+            JOBS_MODEL_STEPS=200000 IBUF_MODEL_STEPS=100000 \
+                CMOCKA_SKIP="$QEMU_UNIT_SKIP" \
                 unit "$a" "$REPO/build/$a/$t" "${exe[@]}"
             for s in $QEMU_UNIT_SKIP; do
                 grep -q "$s" "$REPO/tests/unit/$t.c" && skipped="$skipped $s"
