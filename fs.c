@@ -1350,12 +1350,13 @@ fs_chmod_unless(const char *path, mode_t mode, int follow, int keep)
 	else	/* the name itself, never followed */
 		fd = openat(dfd, base, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd != -1 && fstat(fd, &st) == 0) {
-		if (S_ISREG(st.st_mode) && (keep & FS_KEEP_FILE))
+		/* The transfer log is refused whether -m would keep it. */
+		if (is_log(&st))
+			(void)refuse(path);
+		else if (S_ISREG(st.st_mode) && (keep & FS_KEEP_FILE))
 			r = FS_KEEP_FILE;
 		else if (S_ISDIR(st.st_mode) && (keep & FS_KEEP_DIR))
 			r = FS_KEEP_DIR;
-		else if (is_log(&st))
-			(void)refuse(path);
 		else if (S_ISLNK(st.st_mode))
 			errno = EOPNOTSUPP;
 		else

@@ -820,6 +820,8 @@ parse_options(int argc, char **argv, struct options *o)
 			(void)umask((mode_t)mask);
 			break;
 		case 'b':
+			/* The last -b counts, the upload limit too. */
+			sess.up_rate = 0;
 			end = strchr(optarg, ':');
 			if (parse_rate(optarg, end != NULL ?
 			    (size_t)(end - optarg) : strlen(optarg),

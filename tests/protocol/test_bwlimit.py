@@ -16,8 +16,9 @@ Checks:
   upload_never_faster     the same for WRITEs under -b 0:2M, the file
                           whole
   one_direction           -b 1M limits downloads only: an upload of
-                          8 MiB is not held (under 6 s, not 8); -b 0:1M
-                          the other way round
+                          8 MiB is not held (under 6 s, not 8), even
+                          after an earlier -b 0:512K; -b 0:1M the other
+                          way round
   short_reads_given_back  READs past the end of a 1 KiB file, 256 KiB
                           asked for each, under -b 100K: only the bytes
                           sent count (under 30 s; counted, 40 of them
@@ -145,7 +146,8 @@ def test_upload_never_faster(ctx):
 def test_one_direction(ctx):
     data = os.urandom(8 * MIB)
     ctx.write("f", data)
-    srv = ctx.server(["-b", "1M"])
+    # The last -b counts whole: its upload limit is none.
+    srv = ctx.server(["-b", "0:512K", "-b", "1M"])
     h = srv.open("up", SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC)
     t0 = time.monotonic()
     for r in pipelined(srv, [req_write(h, off, data[off:off + CHUNK])

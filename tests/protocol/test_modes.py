@@ -34,6 +34,9 @@ Checks:
   transfer_log              "mode_forced":true on the close of a file made
                             with -m, on MKDIR under -M, and on a change left
                             out; absent elsewhere
+  transfer_log_refused      -m: SETSTAT of the transfer log's mode, by its
+                            name or a symlink, is refused (PERMISSION_DENIED)
+                            as without -m, and its mode stays
   bad_values                -m and -M with a value that is not octal 0 to
                             7777 (999, 10000, -1, 0x1ff, "", " 644"): exit
                             255 at start, as for a bad -u
@@ -238,6 +241,31 @@ def test_transfer_log(ctx):
                                ("mkdir", "d", "0750", True),
                                ("setstat", "new", "0777", True),
                                ("setstat", "new", None, False)])
+
+
+@test
+def test_transfer_log_refused(ctx):
+    os.mkdir(ctx.path("lg"))
+    log = ctx.path("lg", "xfer.log")
+    open(log, "w").close()
+    os.chmod(log, 0o644)
+    os.symlink("xfer.log", ctx.path("lg", "lnk"))
+    srv = Server(SERVER_ARGV + ["-m", "0600", "-L", log],
+                 cwd=ctx.path("lg"), umask=0o022)
+    ctx.servers.append(srv)
+    srv.init()
+    for name in ("xfer.log", "lnk"):
+        reply = srv.call(req_setstat(name, Attrs(permissions=0o666)))
+        expect(isinstance(reply, Status) and
+               reply.code == SSH_FX_PERMISSION_DENIED,
+               "SETSTAT of the log's mode through %s: %r" % (name, reply))
+    srv.close()
+    expect_eq("the log's mode", stat.S_IMODE(os.stat(log).st_mode), 0o644)
+    expect_eq("setstat records",
+              [(r["path"], r.get("result"), r.get("mode_forced", False))
+               for r in records(log) if r["event"] == "setstat"],
+              [("xfer.log", "Permission denied", False),
+               ("lnk", "Permission denied", False)])
 
 
 @test
