@@ -1032,6 +1032,13 @@ process_close(uint32_t id, struct cursor *c)
 	rq.h = h;
 	if (!admit(job ? &rq : NULL))
 		return WAIT;
+	/*
+	 * -b: the last READ or WRITE went as soon as the bytes before it
+	 * were due; the transfer ends when its own bytes are due too.
+	 */
+	if (h != NULL && ((h->bytes_read > 0 && sched_paced(PACE_DOWN, 0)) ||
+	    (h->bytes_written > 0 && sched_paced(PACE_UP, 0))))
+		return WAIT;
 	debug3("request %u: close handle %d", id, handle_index(h));
 	if (h == NULL) {
 		/* As OpenSSH: an unknown handle is "no such file". */

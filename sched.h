@@ -131,7 +131,8 @@ int	sched_init(unsigned storage_ops, unsigned workers);
  * A request of n bytes goes when the bytes before it are due (a virtual
  * clock advanced by n / rate per request, PACE_BURST_NS of slack), so the
  * rate over any long stretch is the limit; a request that must wait is
- * held, and everything after it, as the ordering rule holds requests.
+ * held, and everything after it, as the ordering rule holds requests.  A
+ * CLOSE asks with n = 0, so that it waits for the last request's bytes.
  */
 enum { PACE_DOWN, PACE_UP };
 #define PACE_BURST_NS	50000000

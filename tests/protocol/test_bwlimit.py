@@ -4,7 +4,8 @@
 The server under test ($SFTP_SERVER, default sftp-server in the
 repository's root) runs in a fresh directory.  Timing is asserted one way
 only, where load cannot break it: a limited transfer never finishes sooner
-than its bytes allow (less the first request and PACE_BURST_NS of slack);
+than its bytes allow (less PACE_BURST_NS of slack; its CLOSE waits for the
+last request's bytes);
 the other bounds are loose (a transfer the limit does not count finishes
 in a fraction of the time the limit would give it).  How close the rate
 comes to the limit is for bench/bwlimit.sh.
@@ -19,6 +20,11 @@ Checks:
                           8 MiB is not held (under 6 s, not 8), even
                           after an earlier -b 0:512K; -b 0:1M the other
                           way round
+  close_waits_for_the_last_bytes
+                          one WRITE of 200 KiB under -b 0:100K, and one
+                          READ of a whole 200 KiB file under -b 100K: the
+                          CLOSE comes back no sooner than 2 s after the
+                          request (less PACE_BURST_NS)
   short_reads_given_back  READs past the end of a 1 KiB file, 256 KiB
                           asked for each, under -b 100K: only the bytes
                           sent count (under 30 s; counted, 40 of them
@@ -166,6 +172,36 @@ def test_one_direction(ctx):
            down)
     return "upload %.2f s, download %.2f s (8 s at the other limit)" % (
         up, down)
+
+
+@test
+def test_close_waits_for_the_last_bytes(ctx):
+    size = 200 * 1024
+    data = os.urandom(size)
+    ctx.write("f", data)
+    took = []
+    for args, name, flags in (
+            (["-b", "0:100K"], "up", SSH_FXF_WRITE | SSH_FXF_CREAT |
+             SSH_FXF_TRUNC),
+            (["-b", "100K"], "f", SSH_FXF_READ)):
+        srv = ctx.server(args)
+        h = srv.open(name, flags)
+        t0 = time.monotonic()
+        if flags & SSH_FXF_WRITE:
+            ok(srv.call(req_write(h, 0, data)), "WRITE")
+        else:
+            reply = srv.call(req_read(h, 0, size))
+            expect(isinstance(reply, Data) and reply.data == data,
+                   "READ of the whole file: %r" % (reply,))
+        ok(srv.call(req_close(h)), "CLOSE")
+        t = time.monotonic() - t0
+        # 200 KiB at 100 KiB/s: 2 s, less the slack.
+        expect(t >= 2 - BURST_S - 0.01,
+               "%s: one request of 200 KiB and its CLOSE took %.2f s, "
+               "not 2" % (" ".join(args), t))
+        took.append(t)
+        srv.close()
+    return "upload %.2f s, download %.2f s (2 s each)" % tuple(took)
 
 
 @test
