@@ -955,7 +955,13 @@ fs_open_made(const char *path, int flags, mode_t mode, int *made)
 	}
 	if (errno != EEXIST)
 		return -1;
-	return fs_open(path, flags, mode);
+	/* The name is there: the file it names, or a dangling symlink's. */
+	if ((fd = fs_open(path, flags & ~O_CREAT, mode)) != -1 ||
+	    errno != ENOENT)
+		return fd;
+	if ((fd = fs_open(path, flags, mode)) != -1)
+		*made = 1;	/* a symlink's target, made through it */
+	return fd;
 }
 
 DIR *

@@ -81,9 +81,10 @@ int	fs_chdir(const char *);
 int	fs_open(const char *, int flags, mode_t mode);
 /*
  * fs_open() that says whether it made the file (*made): with O_CREAT, the
- * file is opened with O_EXCL first.  A name that is there (a dangling
- * symlink included) is then opened as fs_open() would, and counts as not
- * made.  As fs_open() for threads.
+ * file is opened with O_EXCL first.  A name that is there is then opened
+ * without O_CREAT and counts as not made; a dangling symlink (ENOENT then)
+ * is opened as fs_open() would, making its target, which counts as made.
+ * As fs_open() for threads.
  */
 int	fs_open_made(const char *, int flags, mode_t mode, int *made);
 /* The loop's. */

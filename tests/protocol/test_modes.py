@@ -32,8 +32,9 @@ Checks:
                             in the loop): a made file has -m's mode, one
                             that was there keeps its own
   transfer_log              "mode_forced":true on the close of a file made
-                            with -m, on MKDIR under -M, and on a change left
-                            out; absent elsewhere
+                            with -m (through a dangling symlink too), on
+                            MKDIR under -M, and on a change left out;
+                            absent elsewhere
   transfer_log_refused      -m: SETSTAT of the transfer log's mode, by its
                             name or a symlink, is refused (PERMISSION_DENIED)
                             as without -m, and its mode stays
@@ -229,6 +230,8 @@ def test_transfer_log(ctx):
     srv.init()
     make(srv, "new", 0o600)
     make(srv, "there", 0o600)
+    os.symlink("target", ctx.path("w", "dangling"))
+    make(srv, "dangling", 0o600)
     ok(srv.call(req_mkdir("d")), "MKDIR")
     ok(srv.call(req_setstat("new", Attrs(permissions=0o777))), "SETSTAT")
     ok(srv.call(req_setstat("new", Attrs(mtime=5, atime=5))), "SETSTAT")
@@ -238,6 +241,7 @@ def test_transfer_log(ctx):
            if r["event"] in ("close", "mkdir", "setstat")]
     expect_eq("records", got, [("close", "new", None, True),
                                ("close", "there", None, False),
+                               ("close", "dangling", None, True),
                                ("mkdir", "d", "0750", True),
                                ("setstat", "new", "0777", True),
                                ("setstat", "new", None, False)])
