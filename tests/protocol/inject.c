@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_ARGS	6
 #define TEXT_PAGE	65536
@@ -248,32 +249,43 @@ parse(char *spec, struct call *c)
 	return 0;
 }
 
-/* Stops the process and finds the syscall instruction it stopped behind. */
+/*
+ * Stops the process and finds the syscall instruction it stopped behind.
+ * A process caught between calls (a server still answering, on a loaded
+ * machine) is let go and stopped again, up to TRIES times, 10 ms apart.
+ */
+#define TRIES	500
+
 static void
 seize(void)
 {
 	long word;
 
-	if (ptrace(PTRACE_SEIZE, pid, NULL, NULL) == -1)
-		die("PTRACE_SEIZE");
-	if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL) == -1)
-		die("PTRACE_INTERRUPT");
-	(void)wait_stop();
-	if (ptrace(PTRACE_GETREGS, pid, NULL, &saved) == -1)
-		die("PTRACE_GETREGS");
-	/*
-	 * A process stopped in a call has "syscall" (0f 05) behind it, or
-	 * "int $0x80" (cd 80), where an i386 process enters and restarts its
-	 * calls.
-	 */
-	insn = saved.rip - 2;
-	errno = 0;
-	word = ptrace(PTRACE_PEEKTEXT, pid, insn, NULL);
-	i386 = errno == 0 && (word & 0xffff) == 0x80cd;
-	if (errno != 0 || ((word & 0xffff) != 0x050f && !i386)) {
+	for (int tries = 1;; tries++) {
+		if (ptrace(PTRACE_SEIZE, pid, NULL, NULL) == -1)
+			die("PTRACE_SEIZE");
+		if (ptrace(PTRACE_INTERRUPT, pid, NULL, NULL) == -1)
+			die("PTRACE_INTERRUPT");
+		(void)wait_stop();
+		if (ptrace(PTRACE_GETREGS, pid, NULL, &saved) == -1)
+			die("PTRACE_GETREGS");
+		/*
+		 * A process stopped in a call has "syscall" (0f 05) behind
+		 * it, or "int $0x80" (cd 80), where an i386 process enters
+		 * and restarts its calls.
+		 */
+		insn = saved.rip - 2;
+		errno = 0;
+		word = ptrace(PTRACE_PEEKTEXT, pid, insn, NULL);
+		i386 = errno == 0 && (word & 0xffff) == 0x80cd;
+		if (errno == 0 && ((word & 0xffff) == 0x050f || i386))
+			return;
 		(void)ptrace(PTRACE_DETACH, pid, NULL, NULL);
-		errno = EINVAL;
-		die("no syscall instruction where the process stopped");
+		if (tries == TRIES) {
+			errno = EINVAL;
+			die("no syscall instruction where the process stopped");
+		}
+		(void)usleep(10000);
 	}
 }
 
