@@ -209,12 +209,19 @@ buf_release(uint8_t *buf, size_t size, size_t from)
 int
 ibuf_init_pinned(struct ibuf *ib, size_t soft, size_t hard)
 {
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uint8_t *map;
+
 	memset(ib, 0, sizeof *ib);
 	ib->soft = soft;
 	ib->hard = hard > soft ? hard : soft;
 	ib->size = ib->hard + IBUF_TAIL;
-	if (ib->size > UINT32_MAX || (ib->buf = buf_map(ib->size)) == NULL)
+	ib->pin_size = (IBUF_PINS * sizeof *ib->pin + page - 1) / page * page;
+	if (ib->size > UINT32_MAX ||
+	    (map = buf_map(ib->pin_size + ib->size)) == NULL)
 		return -1;
+	ib->pin = (struct ibuf_pin *)(void *)map;
+	ib->buf = map + ib->pin_size;
 	return 0;
 }
 
@@ -322,13 +329,15 @@ void
 ibuf_free(struct ibuf *ib)
 {
 	if (ib->buf != NULL)
-		(void)munmap(ib->buf, ib->size);
+		(void)munmap(ib->pin, ib->pin_size + ib->size);
 	memset(ib, 0, sizeof *ib);
 }
 
 void
 ibuf_release(struct ibuf *ib)
 {
+	if (ib->pins == 0)	/* the slots read as free (0) again */
+		(void)madvise(ib->pin, ib->pin_size, MADV_DONTNEED);
 	if (ib->start == ib->end && ib->pins == 0)
 		ib->start = ib->end = 0;
 	if (ib->old == 0)	/* else bytes past end are pinned */

@@ -165,6 +165,11 @@ int	pkt_get_handle(struct cursor *, uint32_t *slot, uint32_t *gen);
  */
 #define IBUF_PINS	128
 #define IBUF_TAIL	(SFTP_MAX_MSG + 4)
+struct ibuf_pin {
+	uint32_t off;		/* the pinned bytes start here */
+	uint8_t lap;		/* the parity of the lap they came in */
+	uint8_t held;
+};
 struct ibuf {
 	uint8_t *buf;
 	size_t size;		/* hard + IBUF_TAIL */
@@ -175,11 +180,12 @@ struct ibuf {
 	unsigned pins;		/* pins held */
 	unsigned old;		/* of which in the lap before this one */
 	unsigned lap;		/* this lap's parity */
-	struct {
-		uint32_t off;	/* the pinned bytes start here */
-		uint8_t lap;	/* the parity of the lap they came in */
-		uint8_t held;
-	} pin[IBUF_PINS];
+	/*
+	 * IBUF_PINS slots, in the mapping's first pages, before buf: a
+	 * session that never pins never touches them.
+	 */
+	struct ibuf_pin *pin;
+	size_t pin_size;
 };
 
 /* Allocates the buffer; soft is the read-ahead.  Returns 0 or -1 (ENOMEM). */
