@@ -246,6 +246,7 @@ ibuf_pin(struct ibuf *ib, const uint8_t *p)
 	ib->pin[i].lap = (uint8_t)ib->lap;
 	ib->pin[i].held = 1;
 	ib->pins++;
+	ib->pinned = 1;
 	return i;
 }
 
@@ -272,6 +273,8 @@ ibuf_limit(const struct ibuf *ib, unsigned lap)
 
 	if (ib->pins == 0)
 		return ib->soft;
+	if (lap == ib->lap && ib->old == 0)
+		return ib->hard;	/* no pin of the lap before */
 	for (unsigned i = 0; i < IBUF_PINS; i++)
 		if (ib->pin[i].held && ib->pin[i].lap != lap &&
 		    ib->pin[i].off < low)
@@ -336,8 +339,11 @@ ibuf_free(struct ibuf *ib)
 void
 ibuf_release(struct ibuf *ib)
 {
-	if (ib->pins == 0)	/* the slots read as free (0) again */
+	if (ib->pins == 0 && ib->pinned) {
+		/* The slots' page goes back; they read as free (0) again. */
 		(void)madvise(ib->pin, ib->pin_size, MADV_DONTNEED);
+		ib->pinned = 0;
+	}
 	if (ib->start == ib->end && ib->pins == 0)
 		ib->start = ib->end = 0;
 	if (ib->old == 0)	/* else bytes past end are pinned */

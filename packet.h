@@ -186,6 +186,7 @@ struct ibuf {
 	 */
 	struct ibuf_pin *pin;
 	size_t pin_size;
+	int pinned;		/* a slot was written since ibuf_release() */
 };
 
 /* Allocates the buffer; soft is the read-ahead.  Returns 0 or -1 (ENOMEM). */
