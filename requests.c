@@ -1150,8 +1150,11 @@ process_read(uint32_t id, struct cursor *c)
 	/* bad_offset() may seek past BIG_OFFSET: alone. */
 	if (!admit(h != NULL && off < BIG_OFFSET ? &rq : NULL))
 		return WAIT;
-	/* -b: counted now, what did not cross given back in read_result(). */
-	if (h != NULL && sched_paced(PACE_DOWN, rq.len))
+	/*
+	 * -b: counted now, what did not cross given back in read_result().
+	 * A READ of no bytes has none to wait for.
+	 */
+	if (h != NULL && rq.len > 0 && sched_paced(PACE_DOWN, rq.len))
 		return WAIT;
 	debug("request %u: read \"%s\" (handle %d) off %llu len %u", id,
 	    handle_name(h), handle_index(h), (unsigned long long)off, len);
@@ -1264,8 +1267,8 @@ process_write(uint32_t id, struct cursor *c)
 	rq.len = len;
 	if (!admit(h != NULL && off < BIG_OFFSET ? &rq : NULL))
 		return WAIT;
-	/* -b: the bytes came; the next WRITEs wait for them. */
-	if (h != NULL && sched_paced(PACE_UP, len))
+	/* -b: the bytes came; the next WRITEs wait for them (none: no wait). */
+	if (h != NULL && len > 0 && sched_paced(PACE_UP, len))
 		return WAIT;
 	debug("request %u: write \"%s\" (handle %d) off %llu len %u", id,
 	    handle_name(h), handle_index(h), (unsigned long long)off, len);
@@ -1772,8 +1775,9 @@ process_mkdir(uint32_t id, struct cursor *c)
 	logit("mkdir name \"%s\" mode 0%o", path1, (unsigned)mode);
 	r = fs_mkdir(path1, create_mode(mode, 1));
 	ev.path = path1;
-	ev.mode = ss->dir_mode != -1 ? (uint64_t)ss->dir_mode : mode;
-	ev.mode_forced = ss->dir_mode != -1;
+	/* -M: the mode the directory was made with; none made, none forced. */
+	ev.mode_forced = ss->dir_mode != -1 && r == 0;
+	ev.mode = ev.mode_forced ? (uint64_t)ss->dir_mode : mode;
 	return logged(&ev, status_of(r));
 }
 

@@ -25,6 +25,10 @@ Checks:
                           READ of a whole 200 KiB file under -b 100K: the
                           CLOSE comes back no sooner than 2 s after the
                           request (less PACE_BURST_NS)
+  zero_length_not_held    under -b 1K:1K, after a READ and a WRITE of
+                          64 KiB (their bytes due in 64 s), a READ and a
+                          WRITE of no bytes are answered (under 30 s),
+                          where counted they would wait a minute
   short_reads_given_back  READs past the end of a 1 KiB file, 256 KiB
                           asked for each, under -b 100K: only the bytes
                           sent count (under 30 s; counted, 40 of them
@@ -202,6 +206,30 @@ def test_close_waits_for_the_last_bytes(ctx):
         took.append(t)
         srv.close()
     return "upload %.2f s, download %.2f s (2 s each)" % tuple(took)
+
+
+@test
+def test_zero_length_not_held(ctx):
+    size = 64 * 1024
+    data = os.urandom(size)
+    ctx.write("f", data)
+    srv = ctx.server(["-b", "1K:1K"])
+    hr = srv.open("f", SSH_FXF_READ)
+    hw = srv.open("up", SSH_FXF_WRITE | SSH_FXF_CREAT)
+    reply = srv.call(req_read(hr, 0, size))
+    expect(isinstance(reply, Data) and reply.data == data,
+           "the first READ goes at once: %r" % (reply,))
+    ok(srv.call(req_write(hw, 0, data)), "the first WRITE")
+    # Each direction's next bytes are due in 64 s; none are asked for.
+    t0 = time.monotonic()
+    reply = srv.call(req_read(hr, 0, 0))
+    expect(isinstance(reply, Data) and reply.data == b"",
+           "READ of no bytes: %r" % (reply,))
+    ok(srv.call(req_write(hw, size, b"")), "WRITE of no bytes")
+    t = time.monotonic() - t0
+    expect(t < 30, "a READ and a WRITE of no bytes took %.1f s: held" % t)
+    srv.close()
+    return "%.2f s (64 s if counted)" % t
 
 
 @test

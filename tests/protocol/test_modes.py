@@ -33,8 +33,9 @@ Checks:
                             that was there keeps its own
   transfer_log              "mode_forced":true on the close of a file made
                             with -m (through a dangling symlink too), on
-                            MKDIR under -M, and on a change left out;
-                            absent elsewhere
+                            MKDIR under -M (not on one that failed: its
+                            mode is the one asked for), and on a change
+                            left out; absent elsewhere
   transfer_log_refused      -m: SETSTAT of the transfer log's mode, by its
                             name or a symlink, is refused (PERMISSION_DENIED)
                             as without -m, and its mode stays
@@ -137,6 +138,9 @@ def test_changes_kept_silently(ctx):
     srv = ctx.server(["-m", "0640", "-M", "0750"])
     make(srv, "f", 0o600)
     ok(srv.call(req_mkdir("d")), "MKDIR")
+    reply = srv.call(req_mkdir("d", Attrs(permissions=0o700)))
+    expect(isinstance(reply, Status) and reply.code == SSH_FX_FAILURE,
+           "MKDIR of a name there: %r" % (reply,))
     h = srv.open("f", SSH_FXF_WRITE)
     ok(srv.call(req_fsetstat(h, Attrs(permissions=0o606, size=2))),
        "FSETSTAT f")
@@ -233,6 +237,9 @@ def test_transfer_log(ctx):
     os.symlink("target", ctx.path("w", "dangling"))
     make(srv, "dangling", 0o600)
     ok(srv.call(req_mkdir("d")), "MKDIR")
+    reply = srv.call(req_mkdir("d", Attrs(permissions=0o700)))
+    expect(isinstance(reply, Status) and reply.code == SSH_FX_FAILURE,
+           "MKDIR of a name there: %r" % (reply,))
     ok(srv.call(req_setstat("new", Attrs(permissions=0o777))), "SETSTAT")
     ok(srv.call(req_setstat("new", Attrs(mtime=5, atime=5))), "SETSTAT")
     srv.close()
@@ -243,6 +250,7 @@ def test_transfer_log(ctx):
                                ("close", "there", None, False),
                                ("close", "dangling", None, True),
                                ("mkdir", "d", "0750", True),
+                               ("mkdir", "d", "0700", False),
                                ("setstat", "new", "0777", True),
                                ("setstat", "new", None, False)])
 
