@@ -94,7 +94,10 @@
  *
  * Ample free space: when a WRITE is about to go to a worker, the free
  * space of its file system (fstatvfs(): f_bavail * f_frsize) is looked up,
- * at most every SPACE_NS per handle; between looks, every byte handed off
+ * at most every SPACE_NS per handle, or SPACE_COST times as long as the
+ * last look took, if longer (the loop waits for a look: on storage whose
+ * statfs takes longer than SPACE_NS, a look for every WRITE would hold
+ * each for that long); between looks, every byte handed off
  * since (by any handle: conservative) is taken off what was seen.  The
  * handles whose file is known (below) share one look per file system
  * (st_dev), so that a new file does not cost one.  The
@@ -184,9 +187,12 @@
  */
 #define SPACE_MARGIN	((uint64_t)64 << 20)
 #define SPACE_NS	50000000
+#define SPACE_COST	20
 
 /* -T: requests in flight at once. */
 static unsigned storage_ops;
+/* How long a look at free space lasts: SPACE_NS, or longer (the rule). */
+static int64_t space_ns = SPACE_NS;
 /* The lack of threads was logged (threads_check()). */
 static int threads_told;
 /* Whether storage waits, of late, and the calls in a row that said not. */
@@ -466,7 +472,7 @@ static uint64_t SCHED_FREE_SPACE(int fd, int64_t *when);
 static int
 space_ample(struct handle *h, uint64_t len)
 {
-	int64_t now = now_ns(), *at = &h->space_at;
+	int64_t now = now_ns(), *at = &h->space_at, took;
 	uint64_t *seen = &h->space_free, *spent = &h->space_spent, since;
 	struct space *s;
 
@@ -476,9 +482,12 @@ space_ample(struct handle *h, uint64_t len)
 		seen = &s->seen;
 		spent = &s->spent;
 	}
-	if (*at == 0 || now - *at >= SPACE_NS) {
+	if (*at == 0 || now - *at >= space_ns) {
 		*spent = space_spent;
 		*seen = free_space(h->fd, at);
+		took = now_ns() - now;
+		space_ns = took > SPACE_NS / SPACE_COST ? took * SPACE_COST :
+		    SPACE_NS;
 	}
 	since = space_spent - *spent;
 	return *seen >= since && *seen - since >= SPACE_MARGIN &&

@@ -5,7 +5,8 @@
  * in one setting, then the settings where the rule turns: range edges (end
  * == start, overlap by one byte), O_APPEND, a FIFO's reader and writer,
  * handles of known and unknown files, OPEN's flags and creation modes,
- * free space at the margin and one byte below, work already done.  The
+ * free space at the margin and one byte below, work already done, how
+ * often free space is looked at when a look is slow.  The
  * free space the rule looks at is this file's (SCHED_FREE_SPACE), so no
  * outcome depends on the machine.  A failure names the pair.
  */
@@ -19,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -28,12 +30,20 @@
 
 /* What the file systems have free, for the rule's looks. */
 static uint64_t free_now;
+/* The looks made, and how long each takes (ns). */
+static unsigned looks;
+static long look_ns;
 
 static uint64_t
 test_free_space(int fd, int64_t *when)
 {
+	struct timespec ts = { 0, look_ns };
+
 	(void)fd;
 	*when = now_ns() == 0 ? 1 : now_ns();
+	looks++;
+	while (look_ns > 0 && nanosleep(&ts, &ts) == -1)
+		;
 	return free_now;
 }
 
@@ -508,6 +518,36 @@ PAIRS(test_open, opens)
 PAIRS(test_free_space_margin, space)
 PAIRS(test_uploads, uploads)
 
+/*
+ * A look at free space that took 60 ms (storage whose statfs waits) is not
+ * made again for 20 times as long: 100 WRITEs handed off right after it
+ * cost no look (they cost one each when every look older than SPACE_NS
+ * was made again, and the loop waited 60 ms for each).  A look that takes
+ * no time brings SPACE_NS back.
+ */
+static void
+test_slow_look_not_repeated(void **state)
+{
+	(void)state;
+	handles_reset();
+	memset(spaces, 0, sizeof spaces);
+	space_ns = SPACE_NS;
+	free_now = AMPLE;
+	looks = 0;
+	look_ns = 60000000;
+	assert_true(space_ample(&hs[H_B], 100));
+	assert_int_equal(looks, 1);
+	for (int i = 0; i < 100; i++)
+		assert_true(space_ample(&hs[H_C], 100));
+	assert_int_equal(looks, 1);
+	assert_true(space_ns >= SPACE_COST * (int64_t)60000000);
+	look_ns = 0;
+	spaces[0].at = 0;
+	assert_true(space_ample(&hs[H_B], 100));
+	assert_int_equal(looks, 2);
+	assert_int_equal(space_ns, SPACE_NS);
+}
+
 /* A barrier (no job kind) never starts beside work in flight. */
 static void
 test_barrier_waits(void **state)
@@ -550,6 +590,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_open),
 		cmocka_unit_test(test_free_space_margin),
 		cmocka_unit_test(test_uploads),
+		cmocka_unit_test(test_slow_look_not_repeated),
 		cmocka_unit_test(test_barrier_waits),
 	};
 
