@@ -980,9 +980,6 @@ upload_answer(struct task *j)
 	}
 	if (j->n != -1 && h == NULL && u->atomic)
 		fs_upload_discard(u);
-	/* An unnamed file has no link: its st_nlink is 0. */
-	if (j->n != -1 && u->atomic && S_ISREG(j->st.st_mode))
-		j->st.st_nlink = 1;
 	return open_answer(j);
 }
 

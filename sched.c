@@ -82,12 +82,14 @@
  * spelling of the path): so the ranges above are compared whichever
  * handles they came through, unless both handles are known to be of two
  * different regular files.  A handle is known when its OPEN was a job:
- * there, after open(2), an fstat(2) of the new descriptor (in a worker,
- * beside the wait) gives its st_dev and st_ino.  READ, WRITE and FSTAT
+ * there, after open(2), the worker asks the kernel which file the new
+ * descriptor is, its device, inode and type (sys_file_id(): from the
+ * kernel's copy, so that the OPEN waits for its open(2) alone, as
+ * OpenSSH's does).  READ, WRITE and FSTAT
  * through handles of two different files share no byte, size or time:
  * they are independent (two WRITEs still need ample free space).  An OPEN
- * run at once (nothing in flight, storage answers at once) costs no
- * fstat(2), and its handle is compared by ranges.  A request whose work
+ * run at once (nothing in flight, storage answers at once) asks nothing
+ * more, and its handle is compared by ranges.  A request whose work
  * is done (its system call returned) no longer counts as in flight,
  * though its reply may still wait for earlier ones.  A status is queued
  * only once the kernel has answered the request's call.
@@ -572,6 +574,20 @@ run_dirstat(struct task *j)
 	}
 }
 
+/*
+ * Which file an OPEN's descriptor is, so that requests on other files are
+ * independent of its own: j->st's device, inode and type, and st_nlink 1
+ * (known); left 0 when it cannot be told.  Asked of the kernel's own copy
+ * (sys_file_id()), so that on storage that waits an OPEN waits for its
+ * open(2) alone, as OpenSSH's does.
+ */
+static void
+file_id(struct task *j)
+{
+	if (j->n != -1 && sys_file_id((int)j->n, &j->st) == 0)
+		j->st.st_nlink = 1;
+}
+
 static void
 run_open(struct task *j)
 {
@@ -580,9 +596,7 @@ run_open(struct task *j)
 		    j->mode, &j->made);
 	else
 		j->n = fs_open((const char *)j->job.buf, j->flags, j->mode);
-	/* Which file it is: requests on others are independent. */
-	if (j->n != -1 && fstat((int)j->n, &j->st) == -1)
-		j->st.st_nlink = 0;	/* unknown */
+	file_id(j);
 }
 
 static void
@@ -597,9 +611,7 @@ run_upload(struct task *j)
 	struct fs_upload *u = (struct fs_upload *)(void *)j->job.buf;
 
 	j->n = fs_upload_open((const char *)(u + 1), j->flags, j->mode, u);
-	/* Which file it is (an unnamed one has no link: st_nlink 0). */
-	if (j->n != -1 && fstat((int)j->n, &j->st) == -1)
-		j->st.st_mode = 0;	/* unknown */
+	file_id(j);
 }
 
 /* Puts the upload in place, then closes it: close(2)'s failure counts. */

@@ -1,8 +1,8 @@
 /*
- * copy_file_range(2), renameat2(2), ppoll(2), preadv2(2), F_SETPIPE_SZ,
- * O_PATH and dl_iterate_phdr(3) are GNU extensions in glibc, hence
- * _GNU_SOURCE for this file; fs.c is the only other file that sets it (for
- * O_PATH).  Where the C library has no wrapper (musl has no renameat2(),
+ * copy_file_range(2), renameat2(2), ppoll(2), preadv2(2), statx(2),
+ * F_SETPIPE_SZ, O_PATH and dl_iterate_phdr(3) are GNU extensions in glibc,
+ * hence _GNU_SOURCE for this file; fs.c is the only other file that sets it
+ * (for O_PATH).  Where the C library has no wrapper (musl has no renameat2(),
  * and glibc's wrapper is the one a test shim replaces), the system call is
  * made through syscall(2); where Linux lacks it, callers get ENOSYS and
  * take their portable path.
@@ -15,6 +15,8 @@
 #endif
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 
 #include <errno.h>
@@ -160,6 +162,31 @@ sys_pread_nowait(int fd, void *buf, size_t len, off_t off)
 	errno = EOPNOTSUPP;
 	return -1;
 #endif
+}
+
+int
+sys_file_id(int fd, struct stat *st)
+{
+	struct stat full;
+#if defined(__linux__) && defined(SYS_statx) && defined(STATX_TYPE)
+	struct statx sx;
+
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC,
+	    STATX_TYPE | STATX_INO, &sx) == 0 &&
+	    (sx.stx_mask & (STATX_TYPE | STATX_INO)) ==
+	    (STATX_TYPE | STATX_INO)) {
+		st->st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+		st->st_ino = (ino_t)sx.stx_ino;
+		st->st_mode = (mode_t)(sx.stx_mode & S_IFMT);
+		return 0;
+	}
+#endif
+	if (fstat(fd, &full) == -1)
+		return -1;
+	st->st_dev = full.st_dev;
+	st->st_ino = full.st_ino;
+	st->st_mode = full.st_mode & S_IFMT;
+	return 0;
 }
 
 long

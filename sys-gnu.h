@@ -6,6 +6,7 @@
 #define SYS_GNU_H
 
 #include <sys/types.h>
+#include <sys/stat.h>
 
 #include <poll.h>
 #include <signal.h>
@@ -64,6 +65,17 @@ int	sys_open_dir_path(int dirfd, const char *name);
  * the kernel cannot tell, and a plain read is the answer.
  */
 ssize_t	sys_pread_nowait(int fd, void *buf, size_t len, off_t off);
+
+/*
+ * Which file fd is: its device, inode and type (the S_IFMT bits), into st;
+ * the other fields of st are left as they were.  Asked of what the kernel
+ * holds for the open file, never of the storage (statx(2) with
+ * AT_STATX_DONT_SYNC): a network or FUSE file system answers without a
+ * round trip, and what it answers cannot be stale, since none of the three
+ * changes while the file is open.  Where statx(2) is missing (or refused),
+ * fstat(2).  Returns 0, or -1 with errno.
+ */
+int	sys_file_id(int fd, struct stat *st);
 
 /*
  * How many times the calling thread has gone to sleep in the kernel (its

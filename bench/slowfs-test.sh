@@ -113,6 +113,23 @@ case $(counter "$work/stats" stat) in
 *) ok "-D stat=0.1: ls -l's stats held" ;;
 esac
 
+# 3c. A statx() of a descriptor with AT_STATX_DONT_SYNC asks the kernel's
+# copy: let through and counted as cached; the same without it is held.
+rm -f "$work/stats"
+"$SLOWFS" -D stat=0.1 -p "$work" -o "$work/stats" -- "$PY" -c '
+import ctypes, os, platform, sys
+nr = {"x86_64": 332, "aarch64": 291}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+buf = ctypes.create_string_buffer(256)
+for flags in (0x1000 | 0x4000, 0x1000 | 0x4000, 0x1000):
+    if libc.syscall(nr, fd, b"", flags, 0x1 | 0x100, buf) != 0:
+        sys.exit("statx: errno %d" % ctypes.get_errno())
+' "$work/f"
+check "statx with AT_STATX_DONT_SYNC not held, without it held" \
+    "1 cached=2" "$(counter "$work/stats" stat | cut -d/ -f1) $(sed -n \
+    's/.* \(cached=[0-9]*\).*/\1/p' "$work/stats" | tail -n 1)"
+
 # 3b. -p DIR: only calls on paths and descriptors under DIR are held;
 # relative paths count from the working directory or the directory
 # descriptor. Nothing else of the interpreter's touches DIR, so the counts

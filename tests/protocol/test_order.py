@@ -53,6 +53,13 @@ Checks, each under each profile:
                                created, grown and removed
   readdir_lstats_at_once       one READDIR of 100 names whose stats wait
                                1 s: 50 or more of its lstats held at once
+  opens_wait_for_open_alone    40 creating OPENs in a pipeline on storage
+                               whose stats wait a second: each waits for
+                               its open(2) alone (the file it opened is
+                               told from the kernel's copy, no stat held
+                               per OPEN), and yet WRITEs to the 40 new
+                               files are known to be of other files: 20
+                               or more held at once
   readdir_first_batch_stops    the first READDIR on storage that turns out
                                to wait ends its reply within 16 names
   readdirs_share_workers       two READDIRs in a pipeline: the workers
@@ -1301,6 +1308,51 @@ def readdir_lstats_at_once(ctx):
 
 
 add_test("readdir_lstats_at_once", readdir_lstats_at_once)
+
+
+def opens_wait_for_open_alone(ctx):
+    """40 creating OPENs of new files in one pipeline, on storage whose
+    opens wait 50 ms and stats a second: an OPEN learns which file it
+    opened without a stat that waits (OpenSSH's OPEN makes open(2)
+    alone), so slowfs holds far fewer stats than OPENs; and since the
+    files are told apart all the same, one WRITE to each, in one
+    pipeline, runs beside the others: 20 or more held at once."""
+    root = os.path.join(ctx.tmp, "made")
+    sized_names(root, "r", 1)
+    srv, counts = slowfs_session(ctx, "slowfs-opens.txt",
+                                 "open=50,stat=1000,read=50,write=1000",
+                                 root, root)
+    stats_to_workers(srv, "r000")
+    n = 40
+    ids = srv.send_many([req_open("new%02d" % i, SSH_FXF_WRITE |
+                                  SSH_FXF_CREAT | SSH_FXF_TRUNC)
+                         for i in range(n)])
+    replies = srv.recv_many(n)
+    if [r.id for r in replies] != ids or \
+            any(r.type != SSH_FXP_HANDLE for r in replies):
+        raise Failure("OPENs: %r" % replies[:3])
+    handles = [r.handle for r in replies]
+    ids = srv.send_many([req_write(h, 0, b"w%02d" % i)
+                         for i, h in enumerate(handles)])
+    for r in srv.recv_many(n):
+        if r.type != SSH_FXP_STATUS or r.code != SSH_FX_OK:
+            raise Failure("WRITE: %r" % r)
+    for h in handles:
+        if srv.call(req_close(h)).code != SSH_FX_OK:
+            raise Failure("CLOSE failed")
+    most = held_at_once_after_exit(srv, counts, "the WRITEs", least=20)
+    stats = held_counts(counts).get("stat", (0, 0))[0]
+    if stats >= n // 2:
+        raise Failure("slowfs held %d stats for %d OPENs: each OPEN waited "
+                      "for a stat of the file it opened" % (stats, n))
+    for i in range(n):
+        with open(os.path.join(root, "new%02d" % i), "rb") as f:
+            if f.read() != b"w%02d" % i:
+                raise Failure("new%02d does not hold its WRITE" % i)
+    return "%d stats held in all, %d WRITEs held at once" % (stats, most)
+
+
+add_test("opens_wait_for_open_alone", opens_wait_for_open_alone)
 
 
 def readdir_first_batch_stops(ctx):
