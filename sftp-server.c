@@ -518,6 +518,12 @@ serve(void)
 		requests_reap();
 		/* Answer every complete request while the queue has room. */
 		while (oq_pending(&oq) < OQ_HIWAT) {
+			/*
+			 * A signal ends the session before the next request,
+			 * however many are buffered: each may wait on storage.
+			 */
+			if (got_signal)
+				end_session(SESSION_OK);
 			if (holding) {
 				c = held;
 			} else if ((r = ibuf_next(&ib, &c, &len)) == 0) {

@@ -26,6 +26,12 @@ Checks:
                          dies of SIGTERM, and the transfer log and the
                          INFO log say, for each file, that its close
                          could not be made
+  sigterm_buffered_requests
+                         400 MKDIRs in one pipeline, each held 50 ms in
+                         the loop (a MKDIR runs alone): SIGTERM after the
+                         first ones; no more than 2 directories are made
+                         after the signal (all 400 were, before), and the
+                         server dies of SIGTERM
 
 slowfs needs root (it reads the server's descriptors in /proc), x86_64 or
 aarch64, and a C compiler, or $SFTP_SLOWFS; without them the checks skip.
@@ -426,6 +432,37 @@ def test_sigterm_storage_hangs(ctx):
             raise Failure("the INFO log lacks %r; it ends %r" %
                           (line, err[-800:]))
     return "ended, every file logged as not closed"
+
+
+
+@test
+def test_sigterm_buffered_requests(ctx):
+    slowfs()
+    data = os.path.join(ctx.tmp, "d")
+    os.mkdir(data)
+    xlog = os.path.join(ctx.tmp, "xfer.log")
+    open(xlog, "w").close()
+    srv, pid, status = start(ctx, data, xlog, "meta=50")
+    srv.init()
+    n = 400
+    srv.send_many([req_mkdir("m%03d" % i) for i in range(n)])
+    deadline = time.monotonic() + 30
+    while len(os.listdir(data)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)    # polls a condition, with a deadline
+    before = len(os.listdir(data))
+    os.kill(pid, signal.SIGTERM)
+    if not gone(pid, 60):
+        raise Failure("the server still runs 60 s after SIGTERM")
+    made = len(os.listdir(data))
+    code = exit_status(status)
+    if code != 128 + signal.SIGTERM:
+        raise Failure("exit status %d, expected death by SIGTERM" % code)
+    if made > before + 2:
+        raise Failure("%d directories were made after SIGTERM (%d before "
+                      "it, %d in all): the buffered requests ran on" %
+                      (made - before, before, made))
+    return "%d directories before SIGTERM, %d after" % (before,
+                                                        made - before)
 
 
 if __name__ == "__main__":
