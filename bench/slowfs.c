@@ -32,7 +32,9 @@
  * changes (a regular file replaced by a FIFO of the same name) thus keeps
  * its first type: its calls are held all the same, which changes their
  * timing only.  The report (-v, -o) gives this process's own CPU time, what
- * the harness took from the machine, and how late held calls were let go.
+ * the harness took from the machine, how late held calls were let go, and
+ * how many of each kind the command's first thread made (a server's loop,
+ * as against its workers).
  *
  * A statx() with AT_STATX_DONT_SYNC runs at once: it asks for what the
  * kernel holds, and a network or FUSE file system answers it without a
@@ -238,6 +240,8 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 /* What was seen, for -v and -o. */
 static unsigned long long n_calls[K_NKINDS], n_held[K_NKINDS];
 static unsigned long long n_nowait, n_gone, n_blind, n_cached;
+/* Calls held of the command's first thread (a server's loop), by kind. */
+static unsigned long long n_first[K_NKINDS];
 /* How late held calls were let go, past their deadlines: sum and most. */
 static uint64_t late_sum_ns, late_max_ns;
 static unsigned long long n_released;
@@ -874,6 +878,8 @@ receive(int lfd)
 		return;
 	}
 	n_held[c->kind]++;
+	if (child_pid > 0 && (pid_t)req.pid == (pid_t)child_pid)
+		n_first[c->kind]++;
 	flags = c->flagarg >= 0 && c->how == H_FD ?
 	    req.data.args[c->flagarg] : 0;
 	if (flags & RWF_NOWAIT) {
@@ -897,6 +903,9 @@ report(FILE *f)
 		    n_calls[k]);
 	fprintf(f, " cached=%llu nowait_eagain=%llu gone=%llu blind=%llu "
 	    "held_max=%zu", n_cached, n_nowait, n_gone, n_blind, held_max);
+	for (k = 0; k < K_NKINDS; k++)
+		if (n_first[k] > 0)
+			fprintf(f, " first_%s=%llu", kind_names[k], n_first[k]);
 	(void)getrusage(RUSAGE_SELF, &ru);
 	fprintf(f, " cpu_s=%.3f late_mean_us=%.1f late_max_us=%.1f\n",
 	    (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +

@@ -1242,13 +1242,13 @@ def listed(replies):
             for e in r.entries if e.filename not in (b".", b"..")}
 
 
-def slowfs_session(ctx, report, delays, held, cwd):
-    """Our server under slowfs -D delays, holding the calls under held,
-    started in cwd and past INIT; and the path of slowfs's report (named
-    report, in the logs)."""
+def slowfs_session(ctx, report, delays, held, cwd, extra=()):
+    """Our server (with the options extra) under slowfs -D delays, holding
+    the calls under held, started in cwd and past INIT; and the path of
+    slowfs's report (named report, in the logs)."""
     counts = os.path.join(ctx.logs, report)
     argv = [slowfs(), "-o", counts, "-D", delays, "-p", held,
-            "--"] + list(SERVER_ARGV)
+            "--"] + list(SERVER_ARGV) + list(extra)
     srv = Server(argv, cwd=cwd, env=dict(os.environ), umask=UMASK,
                  timeout=60)
     ctx.servers.append(srv)
@@ -1353,6 +1353,73 @@ def opens_wait_for_open_alone(ctx):
 
 
 add_test("opens_wait_for_open_alone", opens_wait_for_open_alone)
+
+
+CLOSES_HERE = "CLOSE of handles written through answers at once: it runs here"
+
+
+def small_files(srv, root, prefix, n):
+    """n new files of a few bytes each, every step one pipeline: their
+    OPENs, then a WRITE to each, then their CLOSEs; each file then holds
+    its own bytes."""
+    ids = srv.send_many([req_open("%s%02d" % (prefix, i), SSH_FXF_WRITE |
+                                  SSH_FXF_CREAT | SSH_FXF_TRUNC)
+                         for i in range(n)])
+    replies = srv.recv_many(n)
+    if [r.id for r in replies] != ids or \
+            any(r.type != SSH_FXP_HANDLE for r in replies):
+        raise Failure("OPENs: %r" % replies[:3])
+    handles = [r.handle for r in replies]
+    for reqs, what in (([req_write(h, 0, b"%s%02d" % (prefix.encode(), i))
+                         for i, h in enumerate(handles)], "WRITE"),
+                       ([req_close(h) for h in handles], "CLOSE")):
+        ids = srv.send_many(reqs)
+        replies = srv.recv_many(n)
+        if [r.id for r in replies] != ids or \
+                any(r.type != SSH_FXP_STATUS or r.code != SSH_FX_OK
+                    for r in replies):
+            raise Failure("%ss: %r" % (what, replies[:3]))
+    for i in range(n):
+        with open(os.path.join(root, "%s%02d" % (prefix, i)), "rb") as f:
+            if f.read() != b"%s%02d" % (prefix.encode(), i):
+                raise Failure("%s%02d does not hold its WRITE" % (prefix, i))
+
+
+def closes_run_here_when_quick(ctx):
+    """On storage whose opens and writes wait (50 ms) but whose close(2)
+    does not (slowfs holds none), CLOSEs go to workers with the rest, and
+    once 32 in a row did not wait they run in the loop, which spares each
+    a worker's wake-up: the server says so at DEBUG.  Where close(2) waits
+    (100 ms, as NFS's flush of what was written), they stay with the
+    workers, and a pipeline of them is held together.  Every file holds
+    its bytes."""
+    out = []
+    for delays, quick in (("open=50,read=50,write=50", True),
+                          ("open=50,read=50,write=50,close=100", False)):
+        root = os.path.join(ctx.tmp, "closes-%d" % quick)
+        sized_names(root, "r", 1)
+        srv, counts = slowfs_session(ctx, "slowfs-closes-%d.txt" % quick,
+                                     delays, root, root,
+                                     extra=("-e", "-l", "DEBUG"))
+        stats_to_workers(srv, "r000")
+        small_files(srv, root, "s", 40)
+        if srv.close() != 0:
+            raise Failure("exit status %r" % srv.returncode)
+        said = CLOSES_HERE in srv.stderr_output().decode(errors="replace")
+        closes = held_counts(counts).get("close", (0, 0))
+        if said != quick:
+            raise Failure("closes %s: the server %s %r" % (
+                "do not wait" if quick else "wait 100 ms",
+                "never said" if quick else "said", CLOSES_HERE))
+        if not quick and closes[0] != 40 + 1:
+            raise Failure("slowfs held %d closes, expected 41" % closes[0])
+        out.append("%s: %s" % ("quick" if quick else "waiting",
+                               "here after 32" if said else
+                               "%d held" % closes[0]))
+    return "; ".join(out)
+
+
+add_test("closes_run_here_when_quick", closes_run_here_when_quick)
 
 
 def readdir_first_batch_stops(ctx):

@@ -548,6 +548,79 @@ test_slow_look_not_repeated(void **state)
 	assert_int_equal(space_ns, SPACE_NS);
 }
 
+/* One CLOSE through h, done after ns, noted as answered. */
+static void
+note_close_of(struct handle *h, int64_t ns)
+{
+	struct task t = { .op = OP_CLOSE, .owner = h, .ns = ns };
+
+	sched_note_job(&t);
+}
+
+/* Where a CLOSE through h starts now: 1 here (done at once), 0 a worker. */
+static int
+close_runs_here(struct handle *h)
+{
+	struct task *j = sched_job(OP_CLOSE, NULL, 1, h, 0);
+	int here;
+
+	j->fd = -1;	/* close(-1): EBADF, nothing closed */
+	sched_start(j, 0);
+	here = jobs_done(&j->job);
+	while (jobs_running() > 0) {
+		jobs_wait();
+		(void)jobs_collect();
+	}
+	drain();
+	return here;
+}
+
+/*
+ * While storage waits, CLOSEs go to workers until CLOSE_STREAK in a row
+ * did not wait, then run here until one waits; handles written through
+ * keep a streak of their own.
+ */
+static void
+test_close_placement(void **state)
+{
+	unsigned ops = storage_ops;
+
+	(void)state;
+	handles_reset();
+	storage_ops = 4;
+	waiting = 1;
+	streak = 0;
+	memset(close_streaks, 0, sizeof close_streaks);
+	hs[H_C].bytes_written = 4096;
+	assert_int_equal(close_runs_here(&hs[H_B]), 0);
+	for (int i = 0; i < CLOSE_STREAK - 1; i++)
+		note_close_of(&hs[H_B], SLOW_NS / 2);
+	note_close_of(&hs[H_B], -1);		/* not told: no count */
+	note_close_of(&hs[H_B], SCHED_NOT_TIMED);
+	assert_int_equal(close_runs_here(&hs[H_B]), 0);
+	note_close_of(&hs[H_B], 0);
+	assert_int_equal(close_runs_here(&hs[H_B]), 1);
+	assert_int_equal(close_runs_here(&hs[H_RO]), 1);
+	/* Written through: its own streak, not yet made. */
+	assert_int_equal(close_runs_here(&hs[H_C]), 0);
+	for (int i = 0; i < 100; i++)
+		note_close_of(&hs[H_B], SLOW_NS);
+	assert_int_equal(close_runs_here(&hs[H_B]), 1);
+	/* One that waited sends them back, and the count starts again. */
+	note_close_of(&hs[H_B], SLOW_NS + 1);
+	assert_int_equal(close_runs_here(&hs[H_B]), 0);
+	for (int i = 0; i < CLOSE_STREAK - 1; i++)
+		note_close_of(&hs[H_B], 0);
+	assert_int_equal(close_runs_here(&hs[H_B]), 0);
+	/* Storage answers at once: every CLOSE runs here. */
+	waiting = 0;
+	assert_int_equal(close_runs_here(&hs[H_C]), 1);
+	waiting = 1;
+	streak = 0;
+	storage_ops = ops;
+	hs[H_C].bytes_written = 0;
+}
+
 /* A barrier (no job kind) never starts beside work in flight. */
 static void
 test_barrier_waits(void **state)
@@ -592,6 +665,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_uploads),
 		cmocka_unit_test(test_slow_look_not_repeated),
 		cmocka_unit_test(test_barrier_waits),
+		cmocka_unit_test(test_close_placement),
 	};
 
 	if (unit_args(argc, argv) != 0)
