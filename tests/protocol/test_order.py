@@ -1242,6 +1242,17 @@ def listed(replies):
             for e in r.entries if e.filename not in (b".", b"..")}
 
 
+def first_held(path, kind):
+    """How many calls of kind slowfs held of the server's first thread
+    (its loop, not a worker), from its report at path."""
+    try:
+        with open(path) as f:
+            m = re.search(r"first_%s=(\d+)" % kind, f.read())
+    except FileNotFoundError:
+        return 0
+    return int(m.group(1)) if m else 0
+
+
 def slowfs_session(ctx, report, delays, held, cwd, extra=()):
     """Our server (with the options extra) under slowfs -D delays, holding
     the calls under held, started in cwd and past INIT; and the path of
@@ -1413,6 +1424,9 @@ def closes_run_here_when_quick(ctx):
                 "never said" if quick else "said", CLOSES_HERE))
         if not quick and closes[0] != 40 + 1:
             raise Failure("slowfs held %d closes, expected 41" % closes[0])
+        if not quick and first_held(counts, "close") != 0:
+            raise Failure("the loop's thread made %d of the closes that "
+                          "waited" % first_held(counts, "close"))
         out.append("%s: %s" % ("quick" if quick else "waiting",
                                "here after 32" if said else
                                "%d held" % closes[0]))
