@@ -1321,6 +1321,19 @@ def readdir_lstats_at_once(ctx):
 add_test("readdir_lstats_at_once", readdir_lstats_at_once)
 
 
+def open_new_files(srv, prefix, n):
+    """Creating OPENs of prefix00 ... in one pipeline: their handles, in
+    order."""
+    ids = srv.send_many([req_open("%s%02d" % (prefix, i), SSH_FXF_WRITE |
+                                  SSH_FXF_CREAT | SSH_FXF_TRUNC)
+                         for i in range(n)])
+    replies = srv.recv_many(n)
+    if [r.id for r in replies] != ids or \
+            any(r.type != SSH_FXP_HANDLE for r in replies):
+        raise Failure("OPENs: %r" % replies[:3])
+    return [r.handle for r in replies]
+
+
 def opens_wait_for_open_alone(ctx):
     """40 creating OPENs of new files in one pipeline, on storage whose
     opens wait 50 ms and stats a second: an OPEN learns which file it
@@ -1335,14 +1348,7 @@ def opens_wait_for_open_alone(ctx):
                                  root, root)
     stats_to_workers(srv, "r000")
     n = 40
-    ids = srv.send_many([req_open("new%02d" % i, SSH_FXF_WRITE |
-                                  SSH_FXF_CREAT | SSH_FXF_TRUNC)
-                         for i in range(n)])
-    replies = srv.recv_many(n)
-    if [r.id for r in replies] != ids or \
-            any(r.type != SSH_FXP_HANDLE for r in replies):
-        raise Failure("OPENs: %r" % replies[:3])
-    handles = [r.handle for r in replies]
+    handles = open_new_files(srv, "new", n)
     ids = srv.send_many([req_write(h, 0, b"w%02d" % i)
                          for i, h in enumerate(handles)])
     for r in srv.recv_many(n):
@@ -1373,14 +1379,7 @@ def small_files(srv, root, prefix, n):
     """n new files of a few bytes each, every step one pipeline: their
     OPENs, then a WRITE to each, then their CLOSEs; each file then holds
     its own bytes."""
-    ids = srv.send_many([req_open("%s%02d" % (prefix, i), SSH_FXF_WRITE |
-                                  SSH_FXF_CREAT | SSH_FXF_TRUNC)
-                         for i in range(n)])
-    replies = srv.recv_many(n)
-    if [r.id for r in replies] != ids or \
-            any(r.type != SSH_FXP_HANDLE for r in replies):
-        raise Failure("OPENs: %r" % replies[:3])
-    handles = [r.handle for r in replies]
+    handles = open_new_files(srv, prefix, n)
     for reqs, what in (([req_write(h, 0, b"%s%02d" % (prefix.encode(), i))
                          for i, h in enumerate(handles)], "WRITE"),
                        ([req_close(h) for h in handles], "CLOSE")):
