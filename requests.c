@@ -1595,8 +1595,13 @@ process_opendir(uint32_t id, struct cursor *c)
 
 /*
  * Adds up to READDIR_BATCH - rep->count names of h to the NAME reply, each
- * stat'ed here, skipping those that vanished.
+ * stat'ed here, skipping those that vanished.  Once storage is found to
+ * wait, a reply that holds READDIR_EARLY names ends there.  A listing of
+ * fewer names comes whole, as OpenSSH's does: at most that many lstats in
+ * a row wait in the loop, and a small directory costs the client no more
+ * READDIRs.
  */
+#define READDIR_EARLY	16
 static void
 readdir_here(struct handle *h, struct reply *rep, time_t now)
 {
@@ -1613,7 +1618,7 @@ readdir_here(struct handle *h, struct reply *rep, time_t now)
 		 * here): the names so far are the reply, and the next
 		 * READDIR's lstats go to workers, not a hundred in a row.
 		 */
-		if (rep->count > 0 && slow())
+		if (rep->count >= READDIR_EARLY && slow())
 			break;
 		errno = 0;
 		if ((de = readdir(h->dir)) == NULL)

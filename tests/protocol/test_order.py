@@ -1435,6 +1435,43 @@ def closes_run_here_when_quick(ctx):
 add_test("closes_run_here_when_quick", closes_run_here_when_quick)
 
 
+def slow_from_the_start(ctx):
+    """A session whose storage waits from its first call (opens and
+    writes held 50 ms): its first calls are all timed, so its WRITEs go
+    to workers after 4 of them (SLOW_STREAK) made one after the other in
+    the loop; when only one call in 8 was timed from the start, the loop
+    made 11 (slowfs counts the calls of the server's first thread)."""
+    root = os.path.join(ctx.tmp, "fromstart")
+    os.makedirs(root)
+    srv, counts = slowfs_session(ctx, "slowfs-fromstart.txt",
+                                 "open=50,write=50", root, root)
+    h = srv.open("up", SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC)
+    n = 40
+    ids = srv.send_many([req_write(h, i * 4096, bytes([i]) * 4096)
+                         for i in range(n)])
+    replies = srv.recv_many(n)
+    if [r.id for r in replies] != ids or \
+            any(r.type != SSH_FXP_STATUS or r.code != SSH_FX_OK
+                for r in replies):
+        raise Failure("WRITEs: %r" % replies[:3])
+    if srv.call(req_close(h)).code != SSH_FX_OK:
+        raise Failure("CLOSE failed")
+    if srv.close() != 0:
+        raise Failure("exit status %r" % srv.returncode)
+    with open(os.path.join(root, "up"), "rb") as f:
+        if f.read() != b"".join(bytes([i]) * 4096 for i in range(n)):
+            raise Failure("the file does not hold the WRITEs")
+    loop = first_held(counts, "write")
+    if loop > 5:
+        raise Failure("the loop's thread made %d of the %d WRITEs, one "
+                      "after the other, before the others went to "
+                      "workers; expected 4" % (loop, n))
+    return "%d of %d WRITEs in the loop" % (loop, n)
+
+
+add_test("slow_from_the_start", slow_from_the_start)
+
+
 def readdir_first_batch_stops(ctx):
     """The first READDIR of a session whose storage turns out to wait
     (each lstat held 50 ms): it ends its reply once its own lstats have
