@@ -360,8 +360,12 @@ sched_concurrent(void)
  * while the session's other calls do, until CLOSE_STREAK of them in a row
  * did not wait; from then on CLOSEs run here, each timed as in a worker,
  * until one waits.  A CLOSE that ran here and waited held the loop once,
- * for one wait of the storage.  The handles written through and the
- * others keep a streak each: on NFS the first wait and the second do not.
+ * for one wait of the storage.  The handles open for writing and the
+ * read-only ones keep a streak each: on NFS the first wait (when written
+ * through) and the second do not.  The open flags, not the bytes written,
+ * tell them apart: a CLOSE may start once its handle's WRITEs are done,
+ * before their replies have counted their bytes, and it is placed and
+ * counted in the same streak.
  * A CLOSE that runs here spares a worker's wake-up and sleep, a third of
  * a small file's (OPEN, WRITE, CLOSE) on storage whose close(2) does not
  * wait.
@@ -372,13 +376,13 @@ static struct {
 	int here;		/* CLOSEs run here */
 } close_streaks[2];
 
-/* Which streak a CLOSE counts in: 1 when its handle was written through. */
+/* Which streak a CLOSE counts in: 1 when its handle is open for writing. */
 static int
 close_class(const struct task *j)
 {
 	const struct handle *h = j->owner;
 
-	return h != NULL && h->bytes_written > 0;
+	return h != NULL && (h->flags & O_ACCMODE) != O_RDONLY;
 }
 
 static void
@@ -396,8 +400,8 @@ note_close(const struct task *j)
 		close_streaks[c].here = 1;
 	}
 	if (close_streaks[c].here != was)
-		debug("CLOSE of handles %s %s", c ? "written through" :
-		    "not written through", was ? "waits: it goes to workers" :
+		debug("CLOSE of handles %s %s", c ? "open for writing" :
+		    "open for reading", was ? "waits: it goes to workers" :
 		    "answers at once: it runs here");
 }
 

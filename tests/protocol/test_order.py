@@ -1372,7 +1372,7 @@ def opens_wait_for_open_alone(ctx):
 add_test("opens_wait_for_open_alone", opens_wait_for_open_alone)
 
 
-CLOSES_HERE = "CLOSE of handles written through answers at once: it runs here"
+CLOSES_HERE = "CLOSE of handles open for writing answers at once: it runs here"
 
 
 def small_files(srv, root, prefix, n):

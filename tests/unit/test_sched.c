@@ -577,8 +577,8 @@ close_runs_here(struct handle *h)
 
 /*
  * While storage waits, CLOSEs go to workers until CLOSE_STREAK in a row
- * did not wait, then run here until one waits; handles written through
- * keep a streak of their own.
+ * did not wait, then run here until one waits; handles open for writing
+ * keep a streak of their own, whatever they wrote so far.
  */
 static void
 test_close_placement(void **state)
@@ -591,18 +591,19 @@ test_close_placement(void **state)
 	waiting = 1;
 	streak = 0;
 	memset(close_streaks, 0, sizeof close_streaks);
-	hs[H_C].bytes_written = 4096;
 	assert_int_equal(close_runs_here(&hs[H_B]), 0);
 	for (int i = 0; i < CLOSE_STREAK - 1; i++)
 		note_close_of(&hs[H_B], SLOW_NS / 2);
 	note_close_of(&hs[H_B], -1);		/* not told: no count */
 	note_close_of(&hs[H_B], SCHED_NOT_TIMED);
 	assert_int_equal(close_runs_here(&hs[H_B]), 0);
-	note_close_of(&hs[H_B], 0);
+	note_close_of(&hs[H_C], 0);		/* open for writing too */
 	assert_int_equal(close_runs_here(&hs[H_B]), 1);
-	assert_int_equal(close_runs_here(&hs[H_RO]), 1);
-	/* Written through: its own streak, not yet made. */
-	assert_int_equal(close_runs_here(&hs[H_C]), 0);
+	assert_int_equal(close_runs_here(&hs[H_APP]), 1);
+	hs[H_B].bytes_written = 4096;		/* the bytes do not count */
+	assert_int_equal(close_runs_here(&hs[H_B]), 1);
+	/* Read-only: its own streak, not yet made. */
+	assert_int_equal(close_runs_here(&hs[H_RO]), 0);
 	for (int i = 0; i < 100; i++)
 		note_close_of(&hs[H_B], SLOW_NS);
 	assert_int_equal(close_runs_here(&hs[H_B]), 1);
@@ -612,13 +613,17 @@ test_close_placement(void **state)
 	for (int i = 0; i < CLOSE_STREAK - 1; i++)
 		note_close_of(&hs[H_B], 0);
 	assert_int_equal(close_runs_here(&hs[H_B]), 0);
+	for (int i = 0; i < CLOSE_STREAK; i++)
+		note_close_of(&hs[H_RO], 0);
+	assert_int_equal(close_runs_here(&hs[H_RO]), 1);
+	assert_int_equal(close_runs_here(&hs[H_B]), 0);
 	/* Storage answers at once: every CLOSE runs here. */
 	waiting = 0;
 	assert_int_equal(close_runs_here(&hs[H_C]), 1);
 	waiting = 1;
 	streak = 0;
 	storage_ops = ops;
-	hs[H_C].bytes_written = 0;
+	hs[H_B].bytes_written = 0;
 }
 
 /* A barrier (no job kind) never starts beside work in flight. */
