@@ -366,6 +366,7 @@ sched_concurrent(void)
  * tell them apart: a CLOSE may start once its handle's WRITEs are done,
  * before their replies have counted their bytes, and it is placed and
  * counted in the same streak.
+ *
  * A CLOSE that runs here spares a worker's wake-up and sleep, a third of
  * a small file's (OPEN, WRITE, CLOSE) on storage whose close(2) does not
  * wait.

@@ -1375,6 +1375,16 @@ add_test("opens_wait_for_open_alone", opens_wait_for_open_alone)
 CLOSES_HERE = "CLOSE of handles open for writing answers at once: it runs here"
 
 
+def expect_ok_pipeline(srv, reqs, what):
+    """Sends reqs in one pipeline: each must be answered OK, in order."""
+    ids = srv.send_many(reqs)
+    replies = srv.recv_many(len(reqs))
+    if [r.id for r in replies] != ids or \
+            any(r.type != SSH_FXP_STATUS or r.code != SSH_FX_OK
+                for r in replies):
+        raise Failure("%ss: %r" % (what, replies[:3]))
+
+
 def small_files(srv, root, prefix, n):
     """n new files of a few bytes each, every step one pipeline: their
     OPENs, then a WRITE to each, then their CLOSEs; each file then holds
@@ -1383,12 +1393,7 @@ def small_files(srv, root, prefix, n):
     for reqs, what in (([req_write(h, 0, b"%s%02d" % (prefix.encode(), i))
                          for i, h in enumerate(handles)], "WRITE"),
                        ([req_close(h) for h in handles], "CLOSE")):
-        ids = srv.send_many(reqs)
-        replies = srv.recv_many(n)
-        if [r.id for r in replies] != ids or \
-                any(r.type != SSH_FXP_STATUS or r.code != SSH_FX_OK
-                    for r in replies):
-            raise Failure("%ss: %r" % (what, replies[:3]))
+        expect_ok_pipeline(srv, reqs, what)
     for i in range(n):
         with open(os.path.join(root, "%s%02d" % (prefix, i)), "rb") as f:
             if f.read() != b"%s%02d" % (prefix.encode(), i):
@@ -1401,8 +1406,8 @@ def closes_run_here_when_quick(ctx):
     once 32 in a row did not wait they run in the loop, which spares each
     a worker's wake-up: the server says so at DEBUG.  Where close(2) waits
     (100 ms, as NFS's flush of what was written), they stay with the
-    workers, and a pipeline of them is held together.  Every file holds
-    its bytes."""
+    workers: slowfs holds all 41, none of them made by the loop's thread.
+    Every file holds its bytes."""
     out = []
     for delays, quick in (("open=50,read=50,write=50", True),
                           ("open=50,read=50,write=50,close=100", False)):
@@ -1447,13 +1452,8 @@ def slow_from_the_start(ctx):
                                  "open=50,write=50", root, root)
     h = srv.open("up", SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC)
     n = 40
-    ids = srv.send_many([req_write(h, i * 4096, bytes([i]) * 4096)
-                         for i in range(n)])
-    replies = srv.recv_many(n)
-    if [r.id for r in replies] != ids or \
-            any(r.type != SSH_FXP_STATUS or r.code != SSH_FX_OK
-                for r in replies):
-        raise Failure("WRITEs: %r" % replies[:3])
+    expect_ok_pipeline(srv, [req_write(h, i * 4096, bytes([i]) * 4096)
+                             for i in range(n)], "WRITE")
     if srv.call(req_close(h)).code != SSH_FX_OK:
         raise Failure("CLOSE failed")
     if srv.close() != 0:
