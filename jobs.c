@@ -18,6 +18,13 @@
  * arena and the guard live in one mapping, made the first time a job is
  * made; jobs_idle() gives its pages back.
  *
+ * A job retired with keep set (its bytes are still read: a reply written
+ * out from them) leaves the ring, but its bytes stay in use, and so do
+ * those of every job retired after it: arena_kept counts them, from
+ * arena_beg on, and jobs_release() gives them all back at once.  They stay
+ * the oldest bytes in use, so that the two offsets still describe every
+ * byte taken.  jobs_idle() gives no page back while any are kept.
+ *
  * The workers share one lock, one condition and one queue of jobs handed
  * off; the lock guards the queue (and a shared job's counts), and a worker
  * takes it once per job, to take the next (a shared job's run takes it
@@ -85,6 +92,8 @@ static uint8_t *ring;
 static uint8_t *arena;
 static unsigned ring_head, ring_count, nrunning;
 static size_t arena_beg, arena_used;	/* the bytes in use: a ring */
+/* Of those, the oldest, of jobs retired since one was kept. */
+static size_t arena_kept;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
@@ -182,8 +191,9 @@ jobs_init(void (*run)(struct job *), unsigned max, size_t size)
 	/* Each entry starts aligned for whatever the caller's struct holds. */
 	size = (size + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) *
 	    _Alignof(max_align_t);
-	if ((ring_count > 0 || nworkers > 0) && size != entry_size)
-		return -1;	/* the ring and the pool are in use */
+	if ((ring_count > 0 || nworkers > 0 || arena_kept > 0) &&
+	    size != entry_size)
+		return -1;	/* the ring, arena or pool is in use */
 	if (size != entry_size)
 		unmap();	/* the next mapping is made of the new size */
 	entry_size = size;
@@ -528,6 +538,14 @@ jobs_head(void)
 	return entry(ring_head);
 }
 
+/* The oldest n bytes in use go back. */
+static void
+give_back(size_t n)
+{
+	arena_used -= n;
+	arena_beg = arena_used == 0 ? 0 : (arena_beg + n) % JOBS_ARENA;
+}
+
 void
 jobs_retire(void)
 {
@@ -535,15 +553,37 @@ jobs_retire(void)
 
 	if (ring_count == 0 || !j->done)
 		return;
-	if (j->arena_size > 0)
-		POISON(arena + j->arena_off, j->arena_size);
-	/* The oldest bytes in use are what it took: they go back. */
-	arena_used -= j->arena_charge;
-	arena_beg = arena_used == 0 ? 0 :
-	    (arena_beg + j->arena_charge) % JOBS_ARENA;
+	/*
+	 * The oldest bytes in use past those kept are what it took: they go
+	 * back, or are kept too, behind the kept ones.
+	 */
+	if (j->keep || arena_kept > 0) {
+		arena_kept += j->arena_charge;
+	} else {
+		if (j->arena_size > 0)
+			POISON(arena + j->arena_off, j->arena_size);
+		give_back(j->arena_charge);
+	}
 	ring_head = (ring_head + 1) % JOBS_RING;
 	if (--ring_count == 0)
 		ring_head = 0;
+}
+
+int
+jobs_release(void)
+{
+	size_t first;
+
+	if (arena_kept == 0)
+		return 0;
+	/* They run from arena_beg, maybe past the arena's end to its start. */
+	first = JOBS_ARENA - arena_beg < arena_kept ? JOBS_ARENA - arena_beg :
+	    arena_kept;
+	POISON(arena + arena_beg, first);
+	POISON(arena, arena_kept - first);
+	give_back(arena_kept);
+	arena_kept = 0;
+	return 1;
 }
 
 unsigned
@@ -608,7 +648,7 @@ jobs_wait(void)
 void
 jobs_idle(void)
 {
-	if (ring_count > 0)
+	if (ring_count > 0 || arena_kept > 0)
 		return;
 	if (nworkers > 0) {
 		(void)pthread_mutex_lock(&lock);
@@ -648,6 +688,7 @@ jobs_free(void)
 		jobs_wait();
 	while (ring_count > 0)
 		jobs_retire();
+	(void)jobs_release();
 	jobs_idle();
 	unmap();
 }

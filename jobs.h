@@ -59,6 +59,8 @@ struct job {
 	unsigned begun;		/* runs begun (jobs.c, under its lock) */
 	unsigned running;	/* runs not ended (jobs.c, under its lock) */
 	int closed;		/* no run begins any more (jobs.c, lock) */
+	/* Its bytes are still read once it retires (jobs_retire()). */
+	int keep;
 };
 
 /*
@@ -122,8 +124,18 @@ int	jobs_done(const struct job *);
 unsigned	jobs_collect(void);
 /* The oldest job, when it is done; else NULL. */
 struct job	*jobs_head(void);
-/* Removes the oldest job (done) and gives its arena bytes back. */
+/*
+ * Removes the oldest job (done) and gives its arena bytes back; but when
+ * the caller set its keep (a reply that is written out from its bytes),
+ * they stay taken, as do those of every job retired after it, until
+ * jobs_release().
+ */
 void	jobs_retire(void);
+/*
+ * Gives back the bytes of the jobs retired since one was kept.  Returns
+ * whether there were any.
+ */
+int	jobs_release(void);
 /* Jobs in the ring. */
 unsigned	jobs_count(void);
 /* How many of them run in workers, not yet seen done. */

@@ -4,6 +4,7 @@
  */
 #include <sys/types.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -432,9 +433,15 @@ ibuf_read(struct ibuf *ib, int fd)
 int
 oq_init(struct oqueue *q, size_t size)
 {
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uint8_t *map;
+
 	memset(q, 0, sizeof *q);
-	if ((q->buf = buf_map(size)) == NULL)
+	q->ref_size = (OQ_REFS * sizeof *q->ref + page - 1) / page * page;
+	if ((map = buf_map(q->ref_size + size)) == NULL)
 		return -1;
+	q->ref = (struct oq_ref *)(void *)map;
+	q->buf = map + q->ref_size;
 	q->size = size;
 	return 0;
 }
@@ -443,20 +450,33 @@ void
 oq_free(struct oqueue *q)
 {
 	if (q->buf != NULL)
-		(void)munmap(q->buf, q->size);
+		(void)munmap(q->ref, q->ref_size + q->size);
 	memset(q, 0, sizeof *q);
 }
 
 void
 oq_release(struct oqueue *q)
 {
+	if (q->nrefs == 0 && q->ref_touched) {
+		(void)madvise(q->ref, q->ref_size, MADV_DONTNEED);
+		q->ref_touched = 0;
+	}
 	buf_release(q->buf, q->size, q->len);
+}
+
+/* Nothing queued. */
+static void
+oq_empty(struct oqueue *q)
+{
+	q->sent = q->len = q->reply_start = 0;
+	q->nrefs = q->rnext = 0;
+	q->rsent = q->ref_left = 0;
 }
 
 void
 oq_drop(struct oqueue *q)
 {
-	q->sent = q->len = q->reply_start = 0;
+	oq_empty(q);
 }
 
 void
@@ -469,20 +489,87 @@ oq_mute(struct oqueue *q)
 size_t
 oq_pending(const struct oqueue *q)
 {
-	return q->len - q->sent;
+	return q->len - q->sent + q->ref_left;
+}
+
+unsigned
+oq_refs(const struct oqueue *q)
+{
+	return q->nrefs;
+}
+
+/*
+ * What is left to write, from where the last write stopped, as iovecs:
+ * buf's bytes up to the next reference, its bytes, and so on to buf's
+ * end.  Returns how many (at most 2 * OQ_REFS + 1).
+ */
+static int
+oq_iov(const struct oqueue *q, struct iovec *iov)
+{
+	size_t b = q->sent, skip = q->rsent;
+	int n = 0;
+
+	for (unsigned i = q->rnext; i < q->nrefs; i++) {
+		if (q->ref[i].at > b) {
+			iov[n].iov_base = q->buf + b;
+			iov[n++].iov_len = q->ref[i].at - b;
+			b = q->ref[i].at;
+		}
+		iov[n].iov_base = (void *)(uintptr_t)(q->ref[i].p + skip);
+		iov[n++].iov_len = q->ref[i].n - skip;
+		skip = 0;
+	}
+	if (b < q->len) {
+		iov[n].iov_base = q->buf + b;
+		iov[n++].iov_len = q->len - b;
+	}
+	return n;
+}
+
+/* n more bytes were written: buf's and the references', in stream order. */
+static void
+oq_advance(struct oqueue *q, size_t n)
+{
+	size_t take, lim;
+	const struct oq_ref *r;
+
+	while (n > 0) {
+		r = q->rnext < q->nrefs ? &q->ref[q->rnext] : NULL;
+		if (r != NULL && q->sent == r->at) {
+			take = r->n - q->rsent < n ? r->n - q->rsent : n;
+			q->rsent += take;
+			q->ref_left -= take;
+			if (q->rsent == r->n) {
+				q->rnext++;
+				q->rsent = 0;
+			}
+		} else {
+			lim = r != NULL ? r->at : q->len;
+			take = lim - q->sent < n ? lim - q->sent : n;
+			q->sent += take;
+		}
+		n -= take;
+	}
 }
 
 int
 oq_flush(struct oqueue *q, int fd)
 {
+	struct iovec iov[2 * OQ_REFS + 1];
 	ssize_t n;
+	int cnt;
 
-	while (q->sent < q->len) {
-		if ((n = write(fd, q->buf + q->sent, q->len - q->sent)) == -1)
+	while (oq_pending(q) > 0) {
+		cnt = oq_iov(q, iov);
+		n = cnt == 1 ? write(fd, iov[0].iov_base, iov[0].iov_len) :
+		    writev(fd, iov, cnt);
+		if (n == -1)
 			return -1;
-		q->sent += (size_t)n;
+		if ((size_t)n > oq_pending(q))
+			abort();
+		oq_advance(q, (size_t)n);
 	}
-	q->sent = q->len = q->reply_start = 0;
+	oq_empty(q);
 	return 0;
 }
 
@@ -509,6 +596,13 @@ pkt_begin(struct oqueue *q, struct reply *r, uint8_t type)
 	memset(r, 0, sizeof *r);
 	if (q->sent > 0 && q->size - q->len < SFTP_MAX_MSG + 4) {
 		memmove(q->buf, q->buf + q->sent, q->len - q->sent);
+		/* The references not wholly written move with their bytes. */
+		for (unsigned i = q->rnext; i < q->nrefs; i++) {
+			q->ref[i - q->rnext] = q->ref[i];
+			q->ref[i - q->rnext].at -= q->sent;
+		}
+		q->nrefs -= q->rnext;
+		q->rnext = 0;
 		q->len -= q->sent;
 		q->sent = 0;
 	}
@@ -597,18 +691,26 @@ pkt_put_attrs(struct oqueue *q, const struct sftp_attrs *a)
 	return 0;
 }
 
-void
-pkt_end(struct oqueue *q, struct reply *r)
+/* The reply ends, with extra bytes behind buf's (a reference's). */
+static void
+end_reply(struct oqueue *q, struct reply *r, size_t extra)
 {
 	size_t len = q->len - r->start - 4;
 
-	if (r->start > q->len || len > SFTP_MAX_MSG)
+	if (r->start > q->len || len > SFTP_MAX_MSG ||
+	    extra > SFTP_MAX_MSG - len)
 		abort();
-	poke_u32(q->buf + r->start, (uint32_t)len);
+	poke_u32(q->buf + r->start, (uint32_t)(len + extra));
 	q->nreplies++;
 	if (q->muted)
 		q->len = r->start;	/* built, counted, and dropped */
 	q->reply_start = q->len;
+}
+
+void
+pkt_end(struct oqueue *q, struct reply *r)
+{
+	end_reply(q, r, 0);
 }
 
 size_t
@@ -787,11 +889,47 @@ pkt_data_begin(struct oqueue *q, struct reply *r, uint32_t id, size_t max)
 	return q->buf + q->len + 8;
 }
 
+int
+pkt_data_ref(struct oqueue *q, struct reply *r, uint32_t id,
+    const uint8_t *p, size_t n)
+{
+	if (n < OQ_REF_MIN || n > SFTP_MAX_MSG - 9 || q->nrefs == OQ_REFS ||
+	    q->muted || q->sent > 0 || q->rnext > 0)
+		return -1;
+	if (pkt_begin(q, r, SSH_FXP_DATA) != 0)
+		return -1;
+	if (reserve(q, 8) != 0) {
+		pkt_cancel(q, r);
+		return -1;
+	}
+	poke_u32(q->buf + q->len, id);
+	r->ref = p;
+	r->ref_max = n;
+	return 0;
+}
+
 void
 pkt_data_end(struct oqueue *q, struct reply *r, size_t n)
 {
+	struct oq_ref *ref;
+
 	/* The id was written by pkt_data_begin(); then the length and data. */
 	poke_u32(q->buf + q->len + 4, (uint32_t)n);
-	q->len += 8 + n;
-	pkt_end(q, r);
+	if (r->ref == NULL) {
+		q->len += 8 + n;
+		pkt_end(q, r);
+		return;
+	}
+	if (n > r->ref_max)
+		abort();
+	q->len += 8;
+	end_reply(q, r, n);
+	if (q->muted || n == 0)
+		return;
+	ref = &q->ref[q->nrefs++];
+	ref->at = q->len;
+	ref->p = r->ref;
+	ref->n = n;
+	q->ref_left += n;
+	q->ref_touched = 1;
 }

@@ -226,23 +226,54 @@ ssize_t	ibuf_read(struct ibuf *, int fd);
 
 /*
  * The reply queue: one arena in which replies are appended in request order
- * and written out with one write.  A reply in construction is marked by a
+ * and written out with one writev.  A reply in construction is marked by a
  * struct reply; the length word is patched when it ends.
+ *
+ * A DATA reply may leave its payload where it already is (pkt_data_ref():
+ * a READ's bytes in a job's buffer): the queue then holds the reply's
+ * header, and a reference that places the payload's bytes right behind
+ * it, to be written from there.  The bytes must stay as they are until
+ * oq_refs() is 0 again: the queue written out, or dropped.
  */
+struct oq_ref {
+	size_t at;		/* the bytes go behind buf[at - 1] */
+	const uint8_t *p;
+	size_t n;
+};
+
 struct oqueue {
 	uint8_t *buf;
 	size_t size;
-	size_t sent;		/* bytes written by an unfinished flush */
+	size_t sent;		/* buf's bytes written by a flush cut short */
 	size_t len;		/* bytes of buf queued */
 	size_t reply_start;	/* offset of the reply in construction */
 	uint64_t nreplies;	/* replies completed, for the one-reply check */
 	int muted;		/* oq_mute(): replies are built, then dropped */
+	/* References, in the mapping before buf: OQ_REFS of them. */
+	struct oq_ref *ref;
+	size_t ref_size;	/* their page(s) */
+	unsigned nrefs;		/* queued */
+	unsigned rnext;		/* the first not wholly written */
+	size_t rsent;		/* bytes of it written */
+	size_t ref_left;	/* bytes of the references not written */
+	int ref_touched;	/* their page holds memory (oq_release()) */
 };
+
+/*
+ * References queued at once, and the least payload sent by reference: a
+ * smaller one is copied.  Replies are queued while oq_pending() is below
+ * OQ_HIWAT, so at most OQ_HIWAT / OQ_REF_MIN + 1 references are queued:
+ * OQ_REFS leaves room for that.
+ */
+#define OQ_REF_MIN		(4 * 1024)
+#define OQ_REFS			(OQ_HIWAT / OQ_REF_MIN + 2)
 
 struct reply {
 	size_t start;		/* offset of the length word */
 	size_t countpos;	/* NAME: offset of the count */
 	uint32_t count;
+	const uint8_t *ref;	/* DATA by reference: the payload, */
+	size_t ref_max;		/* and its length */
 };
 
 int	oq_init(struct oqueue *, size_t size);
@@ -257,8 +288,10 @@ void	oq_drop(struct oqueue *);
  * queue stays empty.  For a session whose replies can no longer be sent.
  */
 void	oq_mute(struct oqueue *);
-/* Bytes queued and not yet written. */
+/* Bytes queued and not yet written, the references' bytes counted. */
 size_t	oq_pending(const struct oqueue *);
+/* References queued: while not 0, the bytes they point at are read. */
+unsigned	oq_refs(const struct oqueue *);
 /*
  * Writes everything queued to fd, resuming partial writes.  Returns 0, or
  * -1 with errno set; after EINTR or EAGAIN (a signal came, or fd is
@@ -311,6 +344,16 @@ void	pkt_name_end(struct oqueue *, struct reply *);
  */
 uint8_t	*pkt_data_begin(struct oqueue *, struct reply *, uint32_t id,
 	    size_t max);
+/*
+ * DATA whose payload is the n bytes at p, written from there: when it
+ * ends (pkt_data_end(), with at most n), the queue holds a reference to
+ * them, which they must outlive (struct oqueue).  Returns 0; -1 when the
+ * payload is better copied (shorter than OQ_REF_MIN, no reference free, a
+ * queue muted or behind a partial write) or does not fit a message: the
+ * caller uses pkt_data_begin() instead.
+ */
+int	pkt_data_ref(struct oqueue *, struct reply *, uint32_t id,
+	    const uint8_t *p, size_t n);
 void	pkt_data_end(struct oqueue *, struct reply *, size_t n);
 
 /* The fixed message of a status code, as OpenSSH sends it. */

@@ -1190,12 +1190,18 @@ read_answer(struct task *j)
 	size_t n = j->n > 0 ? (size_t)j->n : 0;
 
 	sched_read_done(j, h);
-	if ((buf = pkt_data_begin(oq, &rep, j->id, n)) == NULL) {
+	/*
+	 * The data is written out from the job's bytes, which stay taken
+	 * until then (requests_written()); a short one is copied.
+	 */
+	if (pkt_data_ref(oq, &rep, j->id, j->job.buf, n) == 0) {
+		j->job.keep = 1;
+	} else if ((buf = pkt_data_begin(oq, &rep, j->id, n)) == NULL) {
 		queued(PKT_ENOSPACE);
 		return REPLIED;
-	}
-	if (n > 0)
+	} else if (n > 0) {
 		memcpy(buf, j->job.buf, n);
+	}
 	return read_result(h, j->id, (uint64_t)j->off, (uint32_t)j->len, j->n,
 	    j->err, &rep);
 }
@@ -2663,11 +2669,20 @@ answer(struct task *j)
 	one_reply("deferred", j->id, before);
 }
 
+int
+requests_written(void)
+{
+	if (oq_refs(oq) > 0)
+		return 0;
+	return jobs_release();
+}
+
 void
 requests_reap(void)
 {
 	struct task *j;
 
+	(void)requests_written();
 	if (jobs_count() == 0)
 		return;
 	(void)jobs_collect();
@@ -2751,6 +2766,7 @@ requests_woke(int readable)
 void
 requests_idle(void)
 {
+	(void)requests_written();
 	jobs_idle();
 }
 

@@ -99,6 +99,12 @@ int	requests_process(struct cursor *c);
  */
 void	requests_reap(void);
 /*
+ * The replies queued were written out (or dropped): the bytes of the jobs
+ * whose data they were written from are given back.  Returns whether any
+ * were; 0 while the queue still points into them.
+ */
+int	requests_written(void);
+/*
  * The request the loop holds (REQUESTS_WAIT) waits for a bandwidth limit
  * (-b): the milliseconds until it may go; -1 when it waits for no limit,
  * or may go now.

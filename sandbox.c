@@ -419,6 +419,7 @@ static const struct rule rules[] = {
 	/* The loop. */
 	ALLOW(read),		/* requests on stdin; NSS reads its files */
 	ALLOW(write),		/* replies; log lines (-e); the transfer log */
+	ALLOW(writev),		/* replies with a worker READ's data */
 	ALLOW(pread64),		/* READ, check-file, copy-data by hand */
 #ifdef __NR_preadv2
 	ALLOW(preadv2),		/* READ from the page cache, not waiting */

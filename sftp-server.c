@@ -313,8 +313,11 @@ write_out(void)
 	return 0;
 }
 
-/* Writes the queue out; a failure ends the session. */
-static void
+/*
+ * Writes the queue out; a failure ends the session.  Returns whether the
+ * bytes of jobs that replies were written from were given back.
+ */
+static int
 flush_replies(void)
 {
 	size_t n = oq_pending(&oq);
@@ -323,6 +326,7 @@ flush_replies(void)
 	if (write_out() == -1)
 		output_failed();
 	pipes_written(n);
+	return requests_written();
 }
 
 /*
@@ -545,8 +549,9 @@ serve(void)
 			if (r != 0)
 				end_session(r);
 		}
-		if (oq_pending(&oq) > 0)
-			flush_replies();
+		/* A request held for want of those bytes may go now. */
+		if (oq_pending(&oq) > 0 && flush_replies() && holding)
+			continue;
 		if (oq_pending(&oq) == 0 && !holding && ibuf_ready(&ib))
 			continue;
 		sandbox_report();

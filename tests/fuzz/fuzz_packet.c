@@ -298,6 +298,7 @@ flush(void)
 {
 	CHECK(oq_flush(&q, null_fd) == 0);
 	CHECK(q.len == 0 && q.sent == 0 && oq_pending(&q) == 0);
+	CHECK(oq_refs(&q) == 0);
 }
 
 /* As serve(): past its mark the queue is written out. */
@@ -512,7 +513,18 @@ reply_data(uint32_t id, const uint8_t *data, size_t len)
 		len = SFTP_MAX_READ;
 	room_for_reply();
 	start = q.len;
-	if ((p = pkt_data_begin(&q, &r, id, len)) == NULL) {
+	/* By reference, as a worker's READ, when it may be. */
+	if ((next_random() & 1) && pkt_data_ref(&q, &r, id, data, len) == 0) {
+		CHECK(len >= OQ_REF_MIN && oq_refs(&q) == 0);
+		pkt_data_end(&q, &r, len);
+		CHECK(oq_refs(&q) == 1 && q.len == start + 13);
+		CHECK(ref_u32(q.buf + start) == 9 + len);
+		CHECK(q.buf[start + 4] == SSH_FXP_DATA);
+		CHECK(ref_u32(q.buf + start + 5) == id);
+		CHECK(ref_u32(q.buf + start + 9) == len);
+		CHECK(oq_pending(&q) == 13 + len);
+		CHECK(q.ref[0].p == data && q.ref[0].n == len);
+	} else if ((p = pkt_data_begin(&q, &r, id, len)) == NULL) {
 		CHECK(q.len == start);
 	} else {
 		CHECK(p >= q.buf && p + len <= q.buf + q.size);

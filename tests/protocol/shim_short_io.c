@@ -4,7 +4,8 @@
  * Built by the test with "cc -shared -fPIC -o shim.so shim_short_io.c -ldl"
  * and preloaded into the server.  Controlled by the environment:
  *
- *   SHIM_IO_MAX=n      read, write, pread (preadv2) and pwrite move at most
+ *   SHIM_IO_MAX=n      read, write (writev), pread (preadv2) and pwrite move
+ *                      at most
  *                      n bytes per call (short, but never 0 for n > 0).
  *   SHIM_IO_RANDOM=s   each such call is cut to a random length (seed s):
  *                      sometimes whole, sometimes a few bytes.
@@ -63,6 +64,7 @@ static int nowait;
 
 static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_write)(int, const void *, size_t);
+static ssize_t (*real_writev)(int, const struct iovec *, int);
 static ssize_t (*real_pread)(int, void *, size_t, off_t);
 static ssize_t (*real_preadv2)(int, const struct iovec *, int, off_t, int);
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
@@ -86,6 +88,7 @@ resolve(void)
 	if (real_read != NULL)
 		return;
 	real_write = next_symbol("write");
+	real_writev = next_symbol("writev");
 	real_pread = next_symbol("pread");
 	real_preadv2 = next_symbol("preadv2");
 	real_pwrite = next_symbol("pwrite");
@@ -233,6 +236,34 @@ write(int fd, const void *buf, size_t n)
 	/* stderr (the log) is left whole, to keep its lines readable. */
 	r = real_write(fd, buf, fd == STDERR_FILENO || !cuttable(fd) ? n :
 	    shorten(n, C_WRITE));
+	e = errno;
+	count_eintr(r, C_WRITE);
+	errno = e;
+	return r;
+}
+
+/* As write(): the vector is cut where the shortened count ends. */
+ssize_t
+writev(int fd, const struct iovec *iov, int cnt)
+{
+	struct iovec cut[1024];
+	size_t total = 0, want;
+	ssize_t r;
+	int e, n = 0;
+
+	resolve();
+	if (cnt < 0 || cnt > 1024 || fd == STDERR_FILENO || !cuttable(fd))
+		return real_writev(fd, iov, cnt);
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	want = shorten(total, C_WRITE);
+	for (int i = 0; i < cnt && want > 0; i++) {
+		cut[n] = iov[i];
+		if (cut[n].iov_len > want)
+			cut[n].iov_len = want;
+		want -= cut[n++].iov_len;
+	}
+	r = real_writev(fd, cut, n > 0 ? n : cnt);
 	e = errno;
 	count_eintr(r, C_WRITE);
 	errno = e;

@@ -21,6 +21,11 @@ Checks:
                            a round (the pipes never see a trickle) still
                            sees the workers end between its rounds, and
                            each round makes no more than it waits on
+  reads_keep_their_bytes   a READ's reply is written out from the bytes
+                           its worker read into: a later READ that waits
+                           for room in the arena gets them only once the
+                           reply is out, though the client reads nothing
+                           for a while (every reply holds the file's bytes)
   write_then_read          a READ of bytes an earlier WRITE in flight
                            changes waits for it; FSTAT and STAT see the size
   read_then_write          a WRITE over bytes an earlier READ in flight
@@ -66,6 +71,7 @@ import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -278,6 +284,45 @@ def test_reads_overlap_sandboxed(ctx):
     if most < 2:
         raise Failure("with the sandbox: the shim saw %d READs at a time, "
                       "expected 2 or more" % most)
+
+
+@test
+def test_reads_keep_their_bytes(ctx):
+    # A first READ's reply fills the pipe, which the client leaves unread.
+    # Then 32 READs of 255 KiB fill the workers' arena, and 2 more wait for
+    # room.  The second of the 32 (offset 0) is slow, so the loop answers
+    # the first alone, while its queue has room: it then takes a waiting
+    # READ before that reply is written out, which waits on the full pipe.
+    # Given the first's bytes, the waiting READ's worker would write over
+    # them before they are sent.
+    d = ctx.dir("keep")
+    size = 35 * 261120
+    data = b"".join(struct.pack(">Q", i) for i in range(size // 8))
+    write_file(os.path.join(d, "f"), data)
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "SLOW_READ_US": SLOW_US},
+                        ["-S", "-T", "64"])
+    h = open_h(srv, "f", SSH_FXF_READ)
+    offs = [261120 * 34, 261120, 0] + [261120 * i for i in range(2, 34)]
+    ids = list(range(100, 100 + len(offs)))
+    reqs = [encode_request(i, req_read(h, o, 261120))
+            for i, o in zip(ids, offs)]
+    # Written as they are, not by send_many(), which reads the replies
+    # meanwhile: 1 KiB of requests fits the pipe.
+    os.write(srv._in, reqs[0])
+    time.sleep(0.1)
+    os.write(srv._in, b"".join(reqs[1:]))
+    time.sleep(0.3)
+    for rid, off in zip(ids, offs):
+        r = srv.recv()
+        if r.id != rid or not isinstance(r, Data):
+            raise Failure("READ at %d: %r" % (off, shape(r)))
+        if r.data != data[off:off + 261120]:
+            at = next(i for i in range(len(r.data))
+                      if r.data[i] != data[off + i]) // 8 * 8
+            raise Failure("READ at %d: its bytes differ from the file's "
+                          "from byte %d on: they are those at %d" %
+                          (off, at, 8 * struct.unpack(
+                              ">Q", r.data[at:at + 8])[0]))
 
 
 def threads(pid):

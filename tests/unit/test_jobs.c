@@ -502,6 +502,9 @@ test_jobs_idle_holds_no_thread_or_descriptor(void **state)
  * whose place would start past the soft end must start over at 0 when the
  * run there is long enough.  Each job's first and last bytes carry its
  * number, checked when it retires: bytes given to two jobs at once show.
+ * A job retired with keep set leaves the ring but keeps its bytes, and so
+ * does every job retired after it, until jobs_release(): the model keeps
+ * them, oldest first, and checks their marks again at the release.
  */
 struct model_job {
 	uint32_t id;
@@ -509,11 +512,13 @@ struct model_job {
 	size_t skip;		/* from here to the arena's end: held (0: none) */
 };
 
-static struct model_job model[JOBS_RING];
-static unsigned model_head, model_count;
+/* The kept jobs, then the ring's. */
+#define MODEL_MAX	(2 * JOBS_RING)
+static struct model_job model[MODEL_MAX];
+static unsigned model_head, model_count, model_kept;
 /* What the steps reached: start-overs, refusals, bytes behind none. */
 static unsigned long model_wraps, model_refused, model_behind_none,
-    model_small_wraps;
+    model_small_wraps, model_kept_refused;
 
 static size_t
 model_aligned(size_t size)
@@ -529,7 +534,7 @@ model_run(size_t off)
 	struct model_job *m;
 
 	for (unsigned i = 0; i < model_count; i++) {
-		m = &model[(model_head + i) % JOBS_RING];
+		m = &model[(model_head + i) % MODEL_MAX];
 		if (m->size == 0)
 			continue;
 		if (m->off <= off && off < m->off + m->size)
@@ -553,7 +558,7 @@ model_last(void)
 	struct model_job *m;
 
 	for (unsigned i = 0; i < model_count; i++) {
-		m = &model[(model_head + i) % JOBS_RING];
+		m = &model[(model_head + i) % MODEL_MAX];
 		if (m->size > 0)
 			last = m->off + m->size;
 	}
@@ -563,7 +568,7 @@ model_last(void)
 static int
 model_fits(size_t size)
 {
-	if (model_count == JOBS_RING)
+	if (model_count - model_kept == JOBS_RING)
 		return 0;
 	if (size == 0)
 		return 1;
@@ -611,10 +616,13 @@ model_new(size_t size, uint32_t id)
 	}
 	if (j == NULL) {
 		model_refused++;
+		/* Room there would be, were the kept bytes given back. */
+		if (model_kept > 0 && asize <= JOBS_ARENA / 2)
+			model_kept_refused++;
 		return;
 	}
 	T(j)->id = id;
-	m = &model[(model_head + model_count) % JOBS_RING];
+	m = &model[(model_head + model_count) % MODEL_MAX];
 	m->id = id;
 	m->size = asize;
 	m->off = 0;
@@ -658,36 +666,77 @@ model_new(size_t size, uint32_t id)
 	mark(j->buf + asize - sizeof id, id);
 }
 
-/* The oldest job retires, its bytes checked. */
+/* A job's bytes still carry its marks. */
+static void
+model_check_marks(const struct model_job *m)
+{
+	const uint8_t *p = arena + m->off;
+
+	if (m->size == 0)
+		return;
+	if (marked(p) != m->id ||
+	    marked(p + m->size - sizeof m->id) != m->id) {
+		print_error("job %u: its bytes were given to job %u\n",
+		    (unsigned)m->id, (unsigned)marked(p));
+		fail();
+	}
+}
+
+/* The oldest job in the ring retires (its bytes kept: keep), checked. */
+static void
+model_retire_keep(int keep)
+{
+	struct model_job *m = &model[(model_head + model_kept) % MODEL_MAX];
+	struct job *j = jobs_at(0);
+
+	assert_true(model_count > model_kept);
+	assert_int_equal(T(j)->id, m->id);
+	if (m->size > 0)
+		assert_ptr_equal(j->buf, arena + m->off);
+	model_check_marks(m);
+	jobs_mark_done(j);
+	j->keep = keep;
+	jobs_retire();
+	/* Its bytes stay (a job without bytes has none to keep). */
+	if ((keep && m->size > 0) || model_kept > 0) {
+		model_kept++;
+	} else {
+		model_head = (model_head + 1) % MODEL_MAX;
+		model_count--;
+	}
+	assert_int_equal(jobs_count(), model_count - model_kept);
+}
+
 static void
 model_retire(void)
 {
-	struct model_job *m = &model[model_head];
-	struct job *j = jobs_at(0);
+	model_retire_keep(0);
+}
 
-	assert_true(model_count > 0);
-	assert_int_equal(T(j)->id, m->id);
-	if (m->size > 0) {
-		assert_ptr_equal(j->buf, arena + m->off);
-		if (marked(j->buf) != m->id ||
-		    marked(j->buf + m->size - sizeof m->id) != m->id) {
-			print_error("job %u: its bytes were given to job %u\n",
-			    (unsigned)m->id, (unsigned)marked(j->buf));
-			fail();
-		}
+/* The kept bytes go back, each job's checked first. */
+static void
+model_release(void)
+{
+	int any = 0;
+	struct model_job *m;
+
+	for (unsigned i = 0; i < model_kept; i++) {
+		m = &model[(model_head + i) % MODEL_MAX];
+		model_check_marks(m);
+		any |= m->size > 0;
 	}
-	jobs_mark_done(j);
-	jobs_retire();
-	model_head = (model_head + 1) % JOBS_RING;
-	model_count--;
-	assert_int_equal(jobs_count(), model_count);
+	assert_int_equal(jobs_release(), any);
+	model_head = (model_head + model_kept) % MODEL_MAX;
+	model_count -= model_kept;
+	model_kept = 0;
 }
 
 static void
 model_reset(void)
 {
-	while (model_count > 0)
+	while (model_count > model_kept)
 		model_retire();
+	model_release();
 	model_head = 0;
 	jobs_idle();
 }
@@ -713,22 +762,29 @@ model_size(unsigned *seed)
 /*
  * Random steps: new jobs of every size, the oldest retiring at a rate
  * that changes every few hundred steps, so that the arena fills, empties,
- * wraps and is left with only jobs without bytes in the ring.
+ * wraps and is left with only jobs without bytes in the ring.  Some
+ * retire with their bytes kept (as a READ whose reply is written out from
+ * them), and the kept bytes are given back now and then, as a flush does.
  */
 static void
 test_jobs_arena_matches_its_model(void **state)
 {
 	const char *e = getenv("JOBS_MODEL_STEPS");
 	unsigned long steps = e != NULL ? strtoul(e, NULL, 10) : 2000000;
-	unsigned seed = 11, rate = 50;
+	unsigned seed = 11, rate = 50, keeps = 0, r;
 
 	(void)state;
 	(void)jobs_init(run_sleep, 1, sizeof(struct tjob));
 	for (unsigned long i = 0; i < steps; i++) {
-		if (i % 512 == 0)
+		if (i % 512 == 0) {
 			rate = 10 + next_rand(&seed) % 80;
-		if (model_count > 0 && next_rand(&seed) % 100 < rate)
-			model_retire();
+			keeps = next_rand(&seed) % 3 * 20;	/* 0, 20, 40 */
+		}
+		r = next_rand(&seed) % 100;
+		if (model_kept > 0 && (r < 10 || model_kept == JOBS_RING))
+			model_release();
+		else if (model_count > model_kept && r < rate)
+			model_retire_keep(next_rand(&seed) % 100 < keeps);
 		else
 			model_new(model_size(&seed), (uint32_t)i);
 	}
@@ -738,6 +794,7 @@ test_jobs_arena_matches_its_model(void **state)
 	assert_true(model_refused > 0);
 	assert_true(model_behind_none > 0);
 	assert_true(model_small_wraps > 0);
+	assert_true(model_kept_refused > 0);
 }
 
 /*
@@ -810,6 +867,52 @@ test_jobs_arena_wrap_behind_jobs_without_bytes(void **state)
 	model_new(1024 * 1024, id++);
 	model_new(64, id++);
 	model_reset();
+}
+
+/*
+ * 32 READs of 255 KiB fill the arena.  The oldest retires with its bytes
+ * kept (its reply is written from them), then the next without: neither's
+ * room is given to a new job until jobs_release(), and an idle pool keeps
+ * their pages.  Then the first's bytes are the new job's.
+ */
+static void
+test_jobs_kept_bytes_wait_for_release(void **state)
+{
+	struct job *j;
+	uint8_t *first;
+
+	(void)state;
+	(void)jobs_init(run_sleep, 1, sizeof(struct tjob));
+	while (jobs_room(255 * 1024))
+		assert_non_null(jobs_new(255 * 1024));
+	assert_int_equal(jobs_count(), 32);
+	first = jobs_at(0)->buf;
+	memset(first, 0x5a, 255 * 1024);
+	jobs_mark_done(jobs_at(0));
+	jobs_at(0)->keep = 1;
+	jobs_retire();
+	jobs_mark_done(jobs_at(0));
+	jobs_retire();
+	assert_int_equal(jobs_count(), 30);
+	assert_false(jobs_room(255 * 1024));
+	assert_null(jobs_new(255 * 1024));
+	/* Idle: every job gone, but the kept pages are not given back. */
+	while (jobs_count() > 0) {
+		jobs_mark_done(jobs_at(0));
+		jobs_retire();
+	}
+	jobs_idle();
+	for (size_t i = 0; i < 255 * 1024; i++)
+		if (first[i] != 0x5a)
+			fail_msg("byte %zu of the kept bytes changed", i);
+	assert_false(jobs_room(255 * 1024));
+	assert_int_equal(jobs_release(), 1);
+	assert_int_equal(jobs_release(), 0);
+	assert_non_null(j = jobs_new(255 * 1024));
+	assert_ptr_equal(j->buf, first);
+	jobs_mark_done(j);
+	jobs_retire();
+	jobs_idle();
 }
 
 /* The guard: a touch of the byte after the arena faults. */
@@ -938,6 +1041,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_jobs_arena_small_jobs_keep_to_its_start),
 		cmocka_unit_test(
 		    test_jobs_arena_wrap_behind_jobs_without_bytes),
+		cmocka_unit_test(test_jobs_kept_bytes_wait_for_release),
 		cmocka_unit_test(test_jobs_arena_guard_faults),
 		cmocka_unit_test(test_jobs_entries_are_the_callers_size),
 #ifdef JOBS_ASAN

@@ -6,6 +6,7 @@
  * size, so that AddressSanitizer reports a read past the end of a packet.
  */
 #include <sys/types.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -2683,6 +2684,330 @@ test_oq_mute_counts_and_drops(void **state)
 	assert_int_equal(oq_flush(q, -1), 0);
 }
 
+/* DATA by reference. */
+
+/* A big-endian word onto p. */
+static void
+put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* A DATA reply as the wire has it, at want: its length. */
+static size_t
+want_data(uint8_t *want, uint32_t id, const uint8_t *p, size_t n)
+{
+	put_be32(want, (uint32_t)(9 + n));
+	want[4] = SSH_FXP_DATA;
+	put_be32(want + 5, id);
+	put_be32(want + 9, (uint32_t)n);
+	memcpy(want + 13, p, n);
+	return 13 + n;
+}
+
+/* Reads up to max bytes of what fd holds now onto got + have. */
+static size_t
+drain_some(int fd, uint8_t *got, size_t have, size_t size, size_t max)
+{
+	ssize_t n;
+
+	if (max > size - have)
+		max = size - have;
+	if (max > 0 && (n = read(fd, got + have, max)) > 0)
+		have += (size_t)n;
+	return have;
+}
+
+/* The bytes a pipe holds, written and not yet read. */
+static int
+pipe_held(int fd)
+{
+	int n = 0;
+
+	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+	return n;
+}
+
+#define REF_SRC		(1024 * 1024)
+#define REF_STREAM	(24 * 1024 * 1024)
+
+/*
+ * Rounds of replies of every kind, until the queue is at its mark: STATUS,
+ * DATA copied, DATA by reference (whole, shorter than said, of no bytes,
+ * cancelled), and references refused as too short.  Each round is flushed
+ * into a non-blocking pipe that is read a random number of bytes at a
+ * time, so that writes stop anywhere: in the queue's bytes, in a
+ * reference's, on the border between them.  The stream read is every
+ * reply, whole and in order, and oq_pending() counts what is left.
+ */
+static void
+test_oq_refs_stream_random(void **state)
+{
+	struct oqueue *q = *state;
+	struct reply r;
+	uint8_t *src, *want, *got, *p;
+	size_t total = 0, have = 0, n, m, at, start, len, queued;
+	unsigned partial = 0, inside = 0, refs = 0, kind;
+	uint32_t id;
+	int fds[2];
+
+	rng_seed(17);
+	src = malloc(REF_SRC);
+	want = malloc(REF_STREAM);
+	got = malloc(REF_STREAM);
+	assert_non_null(src);
+	assert_non_null(want);
+	assert_non_null(got);
+	for (size_t i = 0; i < REF_SRC; i++)
+		src[i] = (uint8_t)rng_next();
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+	for (unsigned round = 0; round < 40; round++) {
+		queued = 0;
+		while (oq_pending(q) < OQ_HIWAT &&
+		    total < REF_STREAM - 2 * SFTP_MAX_MSG) {
+			kind = (unsigned)rng_range(0, 6);
+			id = (uint32_t)rng_next();
+			n = kind == 1 ? rng_range(0, 9000) :
+			    rng_range(OQ_REF_MIN, SFTP_MAX_READ);
+			at = rng_range(0, REF_SRC - n);
+			len = q->len;
+			switch (kind) {
+			case 0:		/* STATUS: its bytes as built */
+				start = q->len;
+				assert_int_equal(pkt_reply_status(q, id,
+				    SSH_FX_EOF, NULL), 0);
+				m = q->len - start;
+				memcpy(want + total, q->buf + start, m);
+				break;
+			case 1:		/* copied */
+				p = pkt_data_begin(q, &r, id, n);
+				assert_non_null(p);
+				memcpy(p, src + at, n);
+				pkt_data_end(q, &r, n);
+				m = want_data(want + total, id, src + at, n);
+				break;
+			case 2:		/* by reference, whole */
+			case 3:		/* shorter than said, maybe empty */
+				assert_int_equal(pkt_data_ref(q, &r, id,
+				    src + at, n), 0);
+				if (kind == 3)
+					n = rng_range(0, n);
+				pkt_data_end(q, &r, n);
+				m = want_data(want + total, id, src + at, n);
+				refs += n > 0;
+				break;
+			case 4:		/* cancelled */
+				assert_int_equal(pkt_data_ref(q, &r, id,
+				    src + at, n), 0);
+				pkt_cancel(q, &r);
+				assert_int_equal(q->len, len);
+				m = 0;
+				break;
+			default:	/* too short: refused, nothing queued */
+				n = rng_range(0, OQ_REF_MIN - 1);
+				assert_int_equal(pkt_data_ref(q, &r, id,
+				    src, n), -1);
+				assert_int_equal(q->len, len);
+				m = 0;
+				break;
+			}
+			total += m;
+			queued += m;
+			assert_int_equal(oq_pending(q), queued);
+		}
+		while (oq_flush(q, fds[1]) == -1) {
+			assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+			partial++;
+			inside += q->rsent > 0;
+			have = drain_some(fds[0], got, have, REF_STREAM,
+			    rng_range(1, 70000));
+			assert_int_equal(oq_pending(q), total - have -
+			    (size_t)pipe_held(fds[0]));
+		}
+		assert_int_equal(oq_pending(q), 0);
+		assert_int_equal(oq_refs(q), 0);
+		while ((n = drain_some(fds[0], got, have, REF_STREAM,
+		    REF_STREAM)) != have)
+			have = n;
+	}
+	/* Check. */
+	assert_int_equal(have, total);
+	assert_memory_equal(got, want, total);
+	assert_true(refs > 100);
+	assert_true(partial > 100);
+	print_message("%u refs, %u partial, %u inside\n", refs, partial, inside);
+	assert_true(inside > 10);	/* writes stopped inside references */
+	assert_int_equal(close(fds[0]), 0);
+	assert_int_equal(close(fds[1]), 0);
+	free(src);
+	free(want);
+	free(got);
+}
+
+/*
+ * A flush cut short behind references, then a reply that needs the
+ * queue's unwritten bytes moved to the front (the end of a session): the
+ * references not yet written move with them, and the stream is whole.
+ */
+static void
+test_pkt_begin_after_partial_write_moves_refs(void **state)
+{
+	struct oqueue *q = *state;
+	struct reply r;
+	uint8_t *src, *want, *got, *p;
+	size_t total = 0, have = 0, n, len, old_len, sent;
+	int fds[2];
+
+	rng_seed(23);
+	src = malloc(REF_SRC);
+	want = malloc(4 * SFTP_MAX_MSG);
+	got = malloc(4 * SFTP_MAX_MSG);
+	assert_non_null(src);
+	assert_non_null(want);
+	assert_non_null(got);
+	for (size_t i = 0; i < REF_SRC; i++)
+		src[i] = (uint8_t)rng_next();
+	/* Copies, a reference, copies, a reference, copies past the mark. */
+	for (unsigned part = 0; part < 5; part++) {
+		if (part % 2 == 1) {
+			n = part == 1 ? 20000 : 100000;
+			assert_int_equal(pkt_data_ref(q, &r, part,
+			    src + part * 1000, n), 0);
+			pkt_data_end(q, &r, n);
+			total += want_data(want + total, part,
+			    src + part * 1000, n);
+			continue;
+		}
+		while (q->len < (part + 2) * OQ_HIWAT / 6) {
+			n = rng_range(0, 1000);
+			p = pkt_data_begin(q, &r, 9, n);
+			assert_non_null(p);
+			memcpy(p, src + 500000 + n, n);
+			pkt_data_end(q, &r, n);
+			total += want_data(want + total, 9, src + 500000 + n,
+			    n);
+		}
+	}
+	assert_int_equal(oq_refs(q), 2);
+	assert_true(q->len > OQ_HIWAT);
+	/* Act: flush into a pipe read in steps, until past the first. */
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+	while (q->rnext == 0 || q->sent <= q->len - OQ_HIWAT + 4096) {
+		assert_int_equal(oq_flush(q, fds[1]), -1);
+		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+		have = drain_some(fds[0], got, have, 4 * SFTP_MAX_MSG, 5000);
+	}
+	assert_true(q->rnext == 1 && q->sent < q->ref[1].at);
+	assert_true(q->size - q->len < SFTP_MAX_MSG + 4);
+	old_len = q->len;
+	sent = q->sent;
+	/* The largest reply: the unwritten bytes move to the front. */
+	p = pkt_data_begin(q, &r, 77, SFTP_MAX_READ);
+	assert_non_null(p);
+	memset(p, 0xc3, SFTP_MAX_READ);
+	assert_int_equal(r.start, old_len - sent);
+	pkt_data_end(q, &r, SFTP_MAX_READ);
+	assert_int_equal(oq_refs(q), 1);
+	memset(want + total + 13, 0xc3, SFTP_MAX_READ);
+	len = want_data(want + total, 77, want + total + 13, SFTP_MAX_READ);
+	total += len;
+	while (oq_flush(q, fds[1]) == -1) {
+		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+		have = drain_some(fds[0], got, have, 4 * SFTP_MAX_MSG, 50000);
+	}
+	while ((n = drain_some(fds[0], got, have, 4 * SFTP_MAX_MSG,
+	    4 * SFTP_MAX_MSG)) != have)
+		have = n;
+	/* Check. */
+	assert_int_equal(have, total);
+	assert_memory_equal(got, want, total);
+	assert_int_equal(oq_pending(q), 0);
+	assert_int_equal(close(fds[0]), 0);
+	assert_int_equal(close(fds[1]), 0);
+	free(src);
+	free(want);
+	free(got);
+}
+
+static void
+end_past_max(void *arg)
+{
+	struct oqueue *q = arg;
+	static uint8_t src[OQ_REF_MIN];
+	struct reply r;
+
+	if (pkt_data_ref(q, &r, 1, src, sizeof src) == 0)
+		pkt_data_end(q, &r, sizeof src + 1);
+}
+
+/*
+ * When a reference is refused (the caller copies instead) and what a
+ * refused or ended one leaves: too short, longer than a message, every
+ * reference taken, a queue muted or behind a partial write; an empty one
+ * queues no reference; one longer than said aborts.
+ */
+static void
+test_pkt_data_ref_refused(void **state)
+{
+	struct oqueue *q = *state;
+	static uint8_t src[SFTP_MAX_MSG];
+	struct reply r;
+	size_t len;
+	int fds[2];
+
+	assert_int_equal(pkt_data_ref(q, &r, 1, src, OQ_REF_MIN - 1), -1);
+	assert_int_equal(pkt_data_ref(q, &r, 1, src, SFTP_MAX_MSG - 8), -1);
+	assert_int_equal(q->len, 0);
+	assert_int_equal(q->nreplies, 0);
+	/* The largest that fits a message. */
+	assert_int_equal(pkt_data_ref(q, &r, 1, src, SFTP_MAX_MSG - 9), 0);
+	pkt_data_end(q, &r, SFTP_MAX_MSG - 9);
+	assert_int_equal(oq_pending(q), SFTP_MAX_MSG + 4);
+	/* Of no bytes: the header alone, no reference. */
+	assert_int_equal(pkt_data_ref(q, &r, 2, src, OQ_REF_MIN), 0);
+	pkt_data_end(q, &r, 0);
+	assert_int_equal(oq_refs(q), 1);
+	assert_int_equal(q->len, 13 + 13);
+	/* Every reference taken. */
+	for (unsigned i = 1; i < OQ_REFS; i++) {
+		assert_int_equal(pkt_data_ref(q, &r, 3, src, OQ_REF_MIN), 0);
+		pkt_data_end(q, &r, OQ_REF_MIN);
+	}
+	assert_int_equal(oq_refs(q), OQ_REFS);
+	len = q->len;
+	assert_int_equal(pkt_data_ref(q, &r, 4, src, OQ_REF_MIN), -1);
+	assert_int_equal(q->len, len);
+	assert_non_null(pkt_data_begin(q, &r, 4, OQ_REF_MIN));
+	pkt_cancel(q, &r);
+	/* Dropped: none left, and room again. */
+	oq_drop(q);
+	assert_int_equal(oq_refs(q), 0);
+	assert_int_equal(oq_pending(q), 0);
+	/* Behind a partial write. */
+	assert_int_equal(pkt_data_ref(q, &r, 5, src, SFTP_MAX_READ), 0);
+	pkt_data_end(q, &r, SFTP_MAX_READ);
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(oq_flush(q, fds[1]), -1);
+	assert_int_equal(pkt_data_ref(q, &r, 6, src, OQ_REF_MIN), -1);
+	assert_int_equal(close(fds[0]), 0);
+	assert_int_equal(close(fds[1]), 0);
+	oq_drop(q);
+	/* Muted. */
+	oq_mute(q);
+	assert_int_equal(pkt_data_ref(q, &r, 7, src, OQ_REF_MIN), -1);
+	/* Longer than said. */
+	q->muted = 0;
+	expect_abort(end_past_max, q);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -2826,6 +3151,14 @@ main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(
 		    test_oq_mute_counts_and_drops, setup_queue,
 		    teardown_queue),
+		/* DATA by reference. */
+		cmocka_unit_test_setup_teardown(test_oq_refs_stream_random,
+		    setup_queue, teardown_queue),
+		cmocka_unit_test_setup_teardown(
+		    test_pkt_begin_after_partial_write_moves_refs,
+		    setup_queue, teardown_queue),
+		cmocka_unit_test_setup_teardown(test_pkt_data_ref_refused,
+		    setup_queue, teardown_queue),
 	};
 
 	if (unit_args(argc, argv) != 0)
