@@ -2735,6 +2735,53 @@ pipe_held(int fd)
 #define REF_STREAM	(24 * 1024 * 1024)
 
 /*
+ * A run of replies by reference: the bytes they point at (random), the
+ * stream expected and the stream read, from a non-blocking pipe.
+ */
+struct ref_run {
+	uint8_t *src, *want, *got;
+	size_t size, total, have;
+	int fds[2];
+};
+
+static void
+ref_run_start(struct ref_run *t, size_t size, uint64_t seed)
+{
+	memset(t, 0, sizeof *t);
+	rng_seed(seed);
+	t->size = size;
+	t->src = malloc(REF_SRC);
+	t->want = malloc(size);
+	t->got = malloc(size);
+	assert_non_null(t->src);
+	assert_non_null(t->want);
+	assert_non_null(t->got);
+	for (size_t i = 0; i < REF_SRC; i++)
+		t->src[i] = (uint8_t)rng_next();
+	assert_int_equal(pipe(t->fds), 0);
+	assert_int_equal(fcntl(t->fds[0], F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(t->fds[1], F_SETFL, O_NONBLOCK), 0);
+}
+
+/* Reads what is left in the pipe; the stream read is the one expected. */
+static void
+ref_run_end(struct ref_run *t)
+{
+	size_t n;
+
+	while ((n = drain_some(t->fds[0], t->got, t->have, t->size,
+	    t->size)) != t->have)
+		t->have = n;
+	assert_int_equal(t->have, t->total);
+	assert_memory_equal(t->got, t->want, t->total);
+	assert_int_equal(close(t->fds[0]), 0);
+	assert_int_equal(close(t->fds[1]), 0);
+	free(t->src);
+	free(t->want);
+	free(t->got);
+}
+
+/*
  * Rounds of replies of every kind, until the queue is at its mark: STATUS,
  * DATA copied, DATA by reference (whole, shorter than said, of no bytes,
  * cancelled), and references refused as too short.  Each round is flushed
@@ -2747,29 +2794,18 @@ static void
 test_oq_refs_stream_random(void **state)
 {
 	struct oqueue *q = *state;
+	struct ref_run t;
 	struct reply r;
-	uint8_t *src, *want, *got, *p;
-	size_t total = 0, have = 0, n, m, at, start, len, queued;
+	uint8_t *p;
+	size_t n, m, at, start, len, queued;
 	unsigned partial = 0, inside = 0, refs = 0, kind;
 	uint32_t id;
-	int fds[2];
 
-	rng_seed(17);
-	src = malloc(REF_SRC);
-	want = malloc(REF_STREAM);
-	got = malloc(REF_STREAM);
-	assert_non_null(src);
-	assert_non_null(want);
-	assert_non_null(got);
-	for (size_t i = 0; i < REF_SRC; i++)
-		src[i] = (uint8_t)rng_next();
-	assert_int_equal(pipe(fds), 0);
-	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
-	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+	ref_run_start(&t, REF_STREAM, 17);
 	for (unsigned round = 0; round < 40; round++) {
 		queued = 0;
 		while (oq_pending(q) < OQ_HIWAT &&
-		    total < REF_STREAM - 2 * SFTP_MAX_MSG) {
+		    t.total < REF_STREAM - 2 * SFTP_MAX_MSG) {
 			kind = (unsigned)rng_range(0, 6);
 			id = (uint32_t)rng_next();
 			n = kind == 1 ? rng_range(0, 9000) :
@@ -2782,28 +2818,30 @@ test_oq_refs_stream_random(void **state)
 				assert_int_equal(pkt_reply_status(q, id,
 				    SSH_FX_EOF, NULL), 0);
 				m = q->len - start;
-				memcpy(want + total, q->buf + start, m);
+				memcpy(t.want + t.total, q->buf + start, m);
 				break;
 			case 1:		/* copied */
 				p = pkt_data_begin(q, &r, id, n);
 				assert_non_null(p);
-				memcpy(p, src + at, n);
+				memcpy(p, t.src + at, n);
 				pkt_data_end(q, &r, n);
-				m = want_data(want + total, id, src + at, n);
+				m = want_data(t.want + t.total, id, t.src + at,
+				    n);
 				break;
 			case 2:		/* by reference, whole */
 			case 3:		/* shorter than said, maybe empty */
 				assert_int_equal(pkt_data_ref(q, &r, id,
-				    src + at, n), 0);
+				    t.src + at, n), 0);
 				if (kind == 3)
 					n = rng_range(0, n);
 				pkt_data_end(q, &r, n);
-				m = want_data(want + total, id, src + at, n);
+				m = want_data(t.want + t.total, id, t.src + at,
+				    n);
 				refs += n > 0;
 				break;
 			case 4:		/* cancelled */
 				assert_int_equal(pkt_data_ref(q, &r, id,
-				    src + at, n), 0);
+				    t.src + at, n), 0);
 				pkt_cancel(q, &r);
 				assert_int_equal(q->len, len);
 				m = 0;
@@ -2811,42 +2849,32 @@ test_oq_refs_stream_random(void **state)
 			default:	/* too short: refused, nothing queued */
 				n = rng_range(0, OQ_REF_MIN - 1);
 				assert_int_equal(pkt_data_ref(q, &r, id,
-				    src, n), -1);
+				    t.src, n), -1);
 				assert_int_equal(q->len, len);
 				m = 0;
 				break;
 			}
-			total += m;
+			t.total += m;
 			queued += m;
 			assert_int_equal(oq_pending(q), queued);
 		}
-		while (oq_flush(q, fds[1]) == -1) {
+		while (oq_flush(q, t.fds[1]) == -1) {
 			assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
 			partial++;
 			inside += q->rsent > 0;
-			have = drain_some(fds[0], got, have, REF_STREAM,
-			    rng_range(1, 70000));
-			assert_int_equal(oq_pending(q), total - have -
-			    (size_t)pipe_held(fds[0]));
+			t.have = drain_some(t.fds[0], t.got, t.have,
+			    REF_STREAM, rng_range(1, 70000));
+			assert_int_equal(oq_pending(q), t.total - t.have -
+			    (size_t)pipe_held(t.fds[0]));
 		}
 		assert_int_equal(oq_pending(q), 0);
 		assert_int_equal(oq_refs(q), 0);
-		while ((n = drain_some(fds[0], got, have, REF_STREAM,
-		    REF_STREAM)) != have)
-			have = n;
 	}
-	/* Check. */
-	assert_int_equal(have, total);
-	assert_memory_equal(got, want, total);
+	/* Check: and writes stopped inside references, often. */
+	ref_run_end(&t);
 	assert_true(refs > 100);
 	assert_true(partial > 100);
-	print_message("%u refs, %u partial, %u inside\n", refs, partial, inside);
-	assert_true(inside > 10);	/* writes stopped inside references */
-	assert_int_equal(close(fds[0]), 0);
-	assert_int_equal(close(fds[1]), 0);
-	free(src);
-	free(want);
-	free(got);
+	assert_true(inside > 10);
 }
 
 /*
@@ -2858,51 +2886,40 @@ static void
 test_pkt_begin_after_partial_write_moves_refs(void **state)
 {
 	struct oqueue *q = *state;
+	struct ref_run t;
 	struct reply r;
-	uint8_t *src, *want, *got, *p;
-	size_t total = 0, have = 0, n, len, old_len, sent;
-	int fds[2];
+	uint8_t *p;
+	size_t n, old_len, sent;
 
-	rng_seed(23);
-	src = malloc(REF_SRC);
-	want = malloc(4 * SFTP_MAX_MSG);
-	got = malloc(4 * SFTP_MAX_MSG);
-	assert_non_null(src);
-	assert_non_null(want);
-	assert_non_null(got);
-	for (size_t i = 0; i < REF_SRC; i++)
-		src[i] = (uint8_t)rng_next();
+	ref_run_start(&t, 4 * SFTP_MAX_MSG, 23);
 	/* Copies, a reference, copies, a reference, copies past the mark. */
 	for (unsigned part = 0; part < 5; part++) {
 		if (part % 2 == 1) {
 			n = part == 1 ? 20000 : 100000;
 			assert_int_equal(pkt_data_ref(q, &r, part,
-			    src + part * 1000, n), 0);
+			    t.src + part * 1000, n), 0);
 			pkt_data_end(q, &r, n);
-			total += want_data(want + total, part,
-			    src + part * 1000, n);
+			t.total += want_data(t.want + t.total, part,
+			    t.src + part * 1000, n);
 			continue;
 		}
 		while (q->len < (part + 2) * OQ_HIWAT / 6) {
 			n = rng_range(0, 1000);
 			p = pkt_data_begin(q, &r, 9, n);
 			assert_non_null(p);
-			memcpy(p, src + 500000 + n, n);
+			memcpy(p, t.src + 500000 + n, n);
 			pkt_data_end(q, &r, n);
-			total += want_data(want + total, 9, src + 500000 + n,
-			    n);
+			t.total += want_data(t.want + t.total, 9,
+			    t.src + 500000 + n, n);
 		}
 	}
 	assert_int_equal(oq_refs(q), 2);
 	assert_true(q->len > OQ_HIWAT);
 	/* Act: flush into a pipe read in steps, until past the first. */
-	assert_int_equal(pipe(fds), 0);
-	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
-	assert_int_equal(fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
 	while (q->rnext == 0 || q->sent <= q->len - OQ_HIWAT + 4096) {
-		assert_int_equal(oq_flush(q, fds[1]), -1);
+		assert_int_equal(oq_flush(q, t.fds[1]), -1);
 		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
-		have = drain_some(fds[0], got, have, 4 * SFTP_MAX_MSG, 5000);
+		t.have = drain_some(t.fds[0], t.got, t.have, t.size, 5000);
 	}
 	assert_true(q->rnext == 1 && q->sent < q->ref[1].at);
 	assert_true(q->size - q->len < SFTP_MAX_MSG + 4);
@@ -2915,25 +2932,18 @@ test_pkt_begin_after_partial_write_moves_refs(void **state)
 	assert_int_equal(r.start, old_len - sent);
 	pkt_data_end(q, &r, SFTP_MAX_READ);
 	assert_int_equal(oq_refs(q), 1);
-	memset(want + total + 13, 0xc3, SFTP_MAX_READ);
-	len = want_data(want + total, 77, want + total + 13, SFTP_MAX_READ);
-	total += len;
-	while (oq_flush(q, fds[1]) == -1) {
+	p = malloc(SFTP_MAX_READ);
+	assert_non_null(p);
+	memset(p, 0xc3, SFTP_MAX_READ);
+	t.total += want_data(t.want + t.total, 77, p, SFTP_MAX_READ);
+	free(p);
+	while (oq_flush(q, t.fds[1]) == -1) {
 		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
-		have = drain_some(fds[0], got, have, 4 * SFTP_MAX_MSG, 50000);
+		t.have = drain_some(t.fds[0], t.got, t.have, t.size, 50000);
 	}
-	while ((n = drain_some(fds[0], got, have, 4 * SFTP_MAX_MSG,
-	    4 * SFTP_MAX_MSG)) != have)
-		have = n;
 	/* Check. */
-	assert_int_equal(have, total);
-	assert_memory_equal(got, want, total);
+	ref_run_end(&t);
 	assert_int_equal(oq_pending(q), 0);
-	assert_int_equal(close(fds[0]), 0);
-	assert_int_equal(close(fds[1]), 0);
-	free(src);
-	free(want);
-	free(got);
 }
 
 static void
