@@ -586,6 +586,12 @@ jobs_release(void)
 	return 1;
 }
 
+int
+jobs_kept(void)
+{
+	return arena_kept > 0;
+}
+
 unsigned
 jobs_count(void)
 {

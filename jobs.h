@@ -136,6 +136,8 @@ void	jobs_retire(void);
  * whether there were any.
  */
 int	jobs_release(void);
+/* Whether any bytes are kept (jobs_retire()). */
+int	jobs_kept(void);
 /* Jobs in the ring. */
 unsigned	jobs_count(void);
 /* How many of them run in workers, not yet seen done. */

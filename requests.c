@@ -557,12 +557,15 @@ static const struct request *admitting;
  * acts.  With nothing in flight, yes.  While requests are in flight, only
  * a request that will be a job (r, valid: NULL for one that would answer
  * at once, an error, or would run here) and that the rule lets start
- * beside them (sched_admit()); else the handler returns WAIT.
+ * beside them (sched_admit()); else the handler returns WAIT.  The same
+ * while the arena keeps bytes that queued replies point at, though nothing
+ * is in flight: they may leave no room for the request's job until the
+ * queue is written out (serve() then tries it again).
  */
 static int
 admit(const struct sched_req *r)
 {
-	if (deferring() && (r == NULL || !sched_admit(r)))
+	if ((deferring() || jobs_kept()) && (r == NULL || !sched_admit(r)))
 		return 0;
 	if (admitting != NULL && ss->allow_list != NULL)
 		debug2("Permitting allowlisted %s request", admitting->name);

@@ -26,6 +26,11 @@ Checks:
                            for room in the arena gets them only once the
                            reply is out, though the client reads nothing
                            for a while (every reply holds the file's bytes)
+  reads_after_kept_bytes   READs past the end fill the arena behind a slow
+                           READ answered from its bytes: one reap answers
+                           them all, and the arena keeps their bytes while
+                           the ring is empty; the next READ waits for the
+                           replies to be written out, and is answered
   write_then_read          a READ of bytes an earlier WRITE in flight
                            changes waits for it; FSTAT and STAT see the size
   read_then_write          a WRITE over bytes an earlier READ in flight
@@ -323,6 +328,32 @@ def test_reads_keep_their_bytes(ctx):
                           "from byte %d on: they are those at %d" %
                           (off, at, 8 * struct.unpack(
                               ">Q", r.data[at:at + 8])[0]))
+
+
+@test
+def test_reads_after_kept_bytes(ctx):
+    # The first READ (offset 0) is slow and gets 5,000 bytes, sent from
+    # its arena bytes; 31 READs at the end of the file are quick.  The 32
+    # fill the arena; the 33rd waits for room.  Once the first ends, one
+    # reap answers all 32 (their replies are small) and retires them: the
+    # ring is empty, but their bytes stay taken until the replies are
+    # written out.  The 33rd must wait for that, not find no room.
+    d = ctx.dir("kept")
+    data = bytes((i * 7 + 3) & 0xff for i in range(5000))
+    write_file(os.path.join(d, "f"), data)
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "SLOW_READ_US": 200000},
+                        ["-S", "-T", "64"])
+    h = open_h(srv, "f", SSH_FXF_READ)
+    offs = [0] + [5000] * 31 + [0]
+    ids = srv.send_many([req_read(h, o, 261120) for o in offs])
+    for rid, off in zip(ids, offs):
+        r = srv.recv()
+        if r.id != rid:
+            raise Failure("reply for request %d came for %d" % (rid, r.id))
+        want = "DATA %d" % len(data) if off == 0 else "STATUS EOF"
+        got = "DATA %d" % len(r.data) if isinstance(r, Data) else shape(r)
+        if got != want or (off == 0 and r.data != data):
+            raise Failure("READ at %d: %s, expected %s" % (off, got, want))
 
 
 def threads(pid):
