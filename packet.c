@@ -464,19 +464,12 @@ oq_release(struct oqueue *q)
 	buf_release(q->buf, q->size, q->len);
 }
 
-/* Nothing queued. */
-static void
-oq_empty(struct oqueue *q)
+void
+oq_drop(struct oqueue *q)
 {
 	q->sent = q->len = q->reply_start = 0;
 	q->nrefs = q->rnext = 0;
 	q->rsent = q->ref_left = 0;
-}
-
-void
-oq_drop(struct oqueue *q)
-{
-	oq_empty(q);
 }
 
 void
@@ -569,7 +562,7 @@ oq_flush(struct oqueue *q, int fd)
 			abort();
 		oq_advance(q, (size_t)n);
 	}
-	oq_empty(q);
+	oq_drop(q);	/* all written */
 	return 0;
 }
 

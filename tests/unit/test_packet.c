@@ -2686,24 +2686,14 @@ test_oq_mute_counts_and_drops(void **state)
 
 /* DATA by reference. */
 
-/* A big-endian word onto p. */
-static void
-put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
 /* A DATA reply as the wire has it, at want: its length. */
 static size_t
 want_data(uint8_t *want, uint32_t id, const uint8_t *p, size_t n)
 {
-	put_be32(want, (uint32_t)(9 + n));
+	poke_u32(want, (uint32_t)(9 + n));
 	want[4] = SSH_FXP_DATA;
-	put_be32(want + 5, id);
-	put_be32(want + 9, (uint32_t)n);
+	poke_u32(want + 5, id);
+	poke_u32(want + 9, (uint32_t)n);
 	memcpy(want + 13, p, n);
 	return 13 + n;
 }
@@ -2767,11 +2757,7 @@ ref_run_start(struct ref_run *t, size_t size, uint64_t seed)
 static void
 ref_run_end(struct ref_run *t)
 {
-	size_t n;
-
-	while ((n = drain_some(t->fds[0], t->got, t->have, t->size,
-	    t->size)) != t->have)
-		t->have = n;
+	t->have = drain_now(t->fds[0], t->got, t->have, t->size);
 	assert_int_equal(t->have, t->total);
 	assert_memory_equal(t->got, t->want, t->total);
 	assert_int_equal(close(t->fds[0]), 0);
