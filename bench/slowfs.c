@@ -21,9 +21,15 @@
  * KILL of either wins over ours, ours wins over an ALLOW).  This process
  * receives each call, decides whether it touches storage, and answers it
  * "continue" (run it as asked) once its delay has passed.  Held calls wait
- * in a heap ordered by deadline and one ppoll() serves them all, so calls
- * of different threads wait at the same time: N threads each held 1 ms
- * make N calls per millisecond.
+ * in a heap ordered by deadline, so calls of different threads wait at the
+ * same time: N threads each held 1 ms make N calls per millisecond.  One
+ * thread receives the calls and holds them, another lets them go as they
+ * fall due: each answer wakes a thread of the command, and a batch of
+ * answers that fell due at once would otherwise keep the calls that come
+ * meanwhile waiting to be received, their delay not yet begun (with one
+ * thread, the workers of a server with 64 READs in flight saw calls held
+ * 1 ms take 1.34 ms, median, and 1.89 ms at the 90th percentile; with
+ * two, 1.19 and 1.41).
  *
  * What a call on a descriptor works on is read from /proc/TID/fd: the
  * directory of each thread is kept open, so that each call looks up one
@@ -68,7 +74,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -229,9 +237,17 @@ struct held {
 	uint64_t	 id;
 };
 
-/* A binary min-heap of held calls, by deadline. */
+/*
+ * A binary min-heap of held calls, by deadline, under hlock: the main
+ * thread receives calls and pushes them, the releaser thread lets them go
+ * when due (hcond wakes it for a call due before those it waits for, and
+ * at the end, hstop).
+ */
 static struct held *heap;
 static size_t heap_len, heap_cap;
+static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hcond;
+static int hstop;
 
 static uint64_t delay_ns[K_NKINDS];	/* per kind; 0: not held */
 static uint64_t jitter_ns;
@@ -239,7 +255,8 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
 /* What was seen, for -v and -o. */
 static unsigned long long n_calls[K_NKINDS], n_held[K_NKINDS];
-static unsigned long long n_nowait, n_gone, n_blind, n_cached;
+static unsigned long long n_nowait, n_blind, n_cached;
+static _Atomic unsigned long long n_gone;	/* both threads answer */
 /* Calls held of the command's first thread (a server's loop), by kind. */
 static unsigned long long n_first[K_NKINDS];
 /* How late held calls were let go, past their deadlines: sum and most. */
@@ -251,6 +268,12 @@ static unsigned long long n_released;
 static char *prefixes[MAX_PREFIX];
 static size_t nprefix;
 static size_t held_max;
+/*
+ * The calls held, integrated over time (held_ns: calls x ns) from the
+ * first call held to the last let go (held_t0, held_t1): their mean.
+ */
+static long double held_ns;
+static uint64_t held_t0, held_t1;
 
 static volatile sig_atomic_t child_pid;
 
@@ -746,6 +769,17 @@ find_call(int nr)
 	return NULL;
 }
 
+/* The heap is about to change, at now: count the time it held heap_len. */
+static void
+held_tick(uint64_t now)
+{
+	if (held_t0 == 0)
+		held_t0 = now;
+	else
+		held_ns += (long double)heap_len * (long double)(now - held_t1);
+	held_t1 = now;
+}
+
 static void
 heap_push(uint64_t due, uint64_t id)
 {
@@ -758,6 +792,7 @@ heap_push(uint64_t due, uint64_t id)
 		    NULL)
 			die("reallocarray");
 	}
+	held_tick(now_ns());
 	h.due = due;
 	h.id = id;
 	for (i = heap_len++; i > 0; i = p) {
@@ -777,6 +812,7 @@ heap_pop(void)
 	struct held last;
 	size_t i, c;
 
+	held_tick(now_ns());
 	last = heap[--heap_len];
 	for (i = 0; (c = 2 * i + 1) < heap_len; i = c) {
 		if (c + 1 < heap_len && heap[c + 1].due < heap[c].due)
@@ -887,7 +923,13 @@ receive(int lfd)
 		respond(lfd, req.id, EAGAIN);
 		return;
 	}
-	heap_push(now_ns() + d, req.id);
+	d += now_ns();
+	(void)pthread_mutex_lock(&hlock);
+	heap_push(d, req.id);
+	/* The releaser waits for a later deadline, or for none. */
+	if (heap[0].id == req.id)
+		(void)pthread_cond_signal(&hcond);
+	(void)pthread_mutex_unlock(&hlock);
 }
 
 /* Print what was seen on one line, to f. */
@@ -902,7 +944,9 @@ report(FILE *f)
 		fprintf(f, " %s=%llu/%llu", kind_names[k], n_held[k],
 		    n_calls[k]);
 	fprintf(f, " cached=%llu nowait_eagain=%llu gone=%llu blind=%llu "
-	    "held_max=%zu", n_cached, n_nowait, n_gone, n_blind, held_max);
+	    "held_max=%zu held_mean=%.1f", n_cached, n_nowait, n_gone,
+	    n_blind, held_max, held_t1 > held_t0 ?
+	    (double)(held_ns / (long double)(held_t1 - held_t0)) : 0.0);
 	for (k = 0; k < K_NKINDS; k++)
 		if (n_first[k] > 0)
 			fprintf(f, " first_%s=%llu", kind_names[k], n_first[k]);
@@ -912,6 +956,75 @@ report(FILE *f)
 	    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
 	    n_released > 0 ? (double)late_sum_ns / (double)n_released / 1e3 :
 	    0.0, (double)late_max_ns / 1e3);
+}
+
+/*
+ * The releaser: lets each held call go once due, in deadline order,
+ * answering outside the lock, so that receiving calls never waits for
+ * the answers (each wakes a thread) of a batch that fell due at once.
+ */
+static int releaser_lfd;
+
+static void *
+releaser(void *arg)
+{
+	uint64_t ids[64], now;
+	struct timespec ts;
+	size_t n, i;
+
+	(void)arg;
+	/* Deadlines of a fraction of a millisecond want no timer slack. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	(void)pthread_mutex_lock(&hlock);
+	for (;;) {
+		if (heap_len == 0) {
+			if (hstop)
+				break;
+			(void)pthread_cond_wait(&hcond, &hlock);
+			continue;
+		}
+		now = now_ns();
+		if (heap[0].due > now) {
+			ts.tv_sec = (time_t)(heap[0].due / 1000000000ULL);
+			ts.tv_nsec = (long)(heap[0].due % 1000000000ULL);
+			(void)pthread_cond_timedwait(&hcond, &hlock, &ts);
+			continue;
+		}
+		for (n = 0; n < 64 && heap_len > 0 && heap[0].due <= now;
+		    n++) {
+			late_sum_ns += now - heap[0].due;
+			if (now - heap[0].due > late_max_ns)
+				late_max_ns = now - heap[0].due;
+			n_released++;
+			ids[n] = heap[0].id;
+			heap_pop();
+		}
+		(void)pthread_mutex_unlock(&hlock);
+		for (i = 0; i < n; i++)
+			respond(releaser_lfd, ids[i], 0);
+		(void)pthread_mutex_lock(&hlock);
+	}
+	(void)pthread_mutex_unlock(&hlock);
+	return NULL;
+}
+
+/* Starts the releaser, with every signal blocked: the main thread takes them. */
+static void
+start_releaser(int lfd, pthread_t *t)
+{
+	pthread_condattr_t ca;
+	sigset_t all, old;
+
+	releaser_lfd = lfd;
+	if (pthread_condattr_init(&ca) != 0 ||
+	    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+	    pthread_cond_init(&hcond, &ca) != 0)
+		die("pthread_cond_init");
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if ((errno = pthread_create(t, NULL, releaser, NULL)) != 0)
+		die("pthread_create");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void
@@ -928,8 +1041,8 @@ main(int argc, char *argv[])
 	int sv[2], lfd, ch, k, status = 0, reaped = 0, verbose = 0, pfd;
 	struct pollfd p[2];
 	struct sigaction sa;
-	struct timespec ts, *tsp;
-	uint64_t now, d_all = 0, set_all = 0;
+	uint64_t d_all = 0, set_all = 0;
+	pthread_t rel;
 	pid_t pid;
 	char *end;
 	FILE *f;
@@ -1035,34 +1148,20 @@ main(int argc, char *argv[])
 
 	if ((pfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
 		die("pidfd_open");
+	start_releaser(lfd, &rel);
 	/*
 	 * Serve until the command has exited and no process is left under
 	 * the filter (the listener then reports POLLHUP): anything the
 	 * command started and left behind is still served.
 	 */
 	for (;;) {
-		now = now_ns();
-		while (heap_len > 0 && heap[0].due <= now) {
-			late_sum_ns += now - heap[0].due;
-			if (now - heap[0].due > late_max_ns)
-				late_max_ns = now - heap[0].due;
-			n_released++;
-			respond(lfd, heap[0].id, 0);
-			heap_pop();
-		}
-		tsp = NULL;
-		if (heap_len > 0) {
-			ts.tv_sec = (time_t)((heap[0].due - now) / 1000000000ULL);
-			ts.tv_nsec = (long)((heap[0].due - now) % 1000000000ULL);
-			tsp = &ts;
-		}
 		p[0].fd = lfd;
 		p[0].events = POLLIN;
 		p[0].revents = 0;
 		p[1].fd = reaped ? -1 : pfd;
 		p[1].events = POLLIN;
 		p[1].revents = 0;
-		if (ppoll(p, 2, tsp, NULL) < 0) {
+		if (ppoll(p, 2, NULL, NULL) < 0) {
 			if (errno == EINTR)
 				continue;
 			die("ppoll");
@@ -1076,9 +1175,15 @@ main(int argc, char *argv[])
 			}
 		}
 		if ((p[0].revents & (POLLHUP | POLLERR)) &&
-		    !(p[0].revents & POLLIN) && reaped && heap_len == 0)
+		    !(p[0].revents & POLLIN) && reaped)
 			break;
 	}
+	/* No process is left to make calls: let the held ones go, and end. */
+	(void)pthread_mutex_lock(&hlock);
+	hstop = 1;
+	(void)pthread_cond_signal(&hcond);
+	(void)pthread_mutex_unlock(&hlock);
+	(void)pthread_join(rel, NULL);
 	if (verbose)
 		report(stderr);
 	if (out != NULL) {
