@@ -83,6 +83,7 @@
 #define STACK_GUARD	(64 * 1024)	/* above any page size */
 
 static void (*run_job)(struct job *);
+static void (*on_start)(void);
 static unsigned max_workers = 1;
 /* An entry of the ring: the caller's struct, which begins with a job. */
 static size_t entry_size = sizeof(struct job);
@@ -211,6 +212,12 @@ jobs_init(void (*run)(struct job *), unsigned max, size_t size)
 	 * pages are touched only by jobs.
 	 */
 	return mapped();
+}
+
+void
+jobs_on_start(void (*start)(void))
+{
+	on_start = start;
 }
 
 unsigned
@@ -356,6 +363,8 @@ worker(void *arg)
 	struct job *j;
 
 	(void)arg;
+	if (on_start != NULL)
+		on_start();
 	(void)pthread_mutex_lock(&lock);
 	for (;;) {
 		while (queue_count == 0 && !stopping) {

@@ -76,6 +76,11 @@ int	jobs_init(void (*run)(struct job *), unsigned max_workers,
     size_t entry_size);
 /* The largest caller's struct. */
 #define JOBS_ENTRY_MAX	1024
+/*
+ * A function each worker calls once as it starts, before its first job
+ * (NULL: none): what the caller sets up in each worker's thread.
+ */
+void	jobs_on_start(void (*start)(void));
 /* The limit of jobs_init(). */
 unsigned	jobs_max_workers(void);
 /*

@@ -213,6 +213,7 @@ struct sb_prog {
 #define SB_MADV_FREE		8
 #define SB_MREMAP_MAYMOVE	1
 #define SB_RENAME_NOREPLACE	1
+#define SB_SCHED_BATCH		3
 #define SB_AT_SYMLINK_FOLLOW	0x400
 #define SB_AT_EMPTY_PATH	0x1000
 #define SB_FUTEX_WAIT		0
@@ -728,6 +729,8 @@ static const struct rule rules[] = {
 	ALLOW(membarrier),	/* musl's thread list, at a thread's end */
 #endif
 	ALLOW(eventfd2),	/* a worker wakes the loop's poll(2) */
+	/* A worker's own policy, SCHED_BATCH (sys_sched_batch()). */
+	ALLOW_IF(sched_setscheduler, ONE_OF(0, 0), ONE_OF(1, SB_SCHED_BATCH)),
 	ALLOW(getrusage),	/* whether a slow storage call slept */
 
 #ifdef SB_ASAN

@@ -1,8 +1,9 @@
 /*
  * copy_file_range(2), renameat2(2), ppoll(2), preadv2(2), statx(2),
- * F_SETPIPE_SZ, O_PATH and dl_iterate_phdr(3) are GNU extensions in glibc,
- * hence _GNU_SOURCE for this file; fs.c is the only other file that sets it
- * (for O_PATH).  Where the C library has no wrapper (musl has no renameat2(),
+ * SCHED_BATCH, F_SETPIPE_SZ, O_PATH and dl_iterate_phdr(3) are GNU
+ * extensions in glibc, hence _GNU_SOURCE for this file; fs.c is the only
+ * other file that sets it (for O_PATH).  Where the C library has no wrapper
+ * (musl has no renameat2(), its sched_setscheduler() fails with ENOSYS,
  * and glibc's wrapper is the one a test shim replaces), the system call is
  * made through syscall(2); where Linux lacks it, callers get ENOSYS and
  * take their portable path.
@@ -23,6 +24,7 @@
 #include <fcntl.h>
 #ifdef __linux__
 #include <link.h>
+#include <sched.h>
 #endif
 #include <poll.h>
 #include <signal.h>
@@ -187,6 +189,20 @@ sys_file_id(int fd, struct stat *st)
 	st->st_ino = full.st_ino;
 	st->st_mode = full.st_mode & S_IFMT;
 	return 0;
+}
+
+int
+sys_sched_batch(void)
+{
+#if defined(__linux__) && defined(SCHED_BATCH)
+	struct sched_param sp = { .sched_priority = 0 };
+
+	/* The system call: musl's sched_setscheduler() is ENOSYS. */
+	return (int)syscall(SYS_sched_setscheduler, 0, SCHED_BATCH, &sp);
+#else
+	errno = ENOSYS;
+	return -1;
+#endif
 }
 
 long

@@ -86,6 +86,13 @@ int	sys_file_id(int fd, struct stat *st);
 long	sys_thread_sleeps(void);
 
 /*
+ * The calling thread takes the SCHED_BATCH policy: woken, it does not
+ * preempt the thread that runs, but waits for its turn (sched(7)).
+ * Returns 0, or -1 where there is no such policy.
+ */
+int	sys_sched_batch(void);
+
+/*
  * How many objects (the program, its libraries, those loaded later) the
  * process has loaded (dl_iterate_phdr(3)), or -1 where that cannot be
  * known.

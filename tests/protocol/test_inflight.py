@@ -15,6 +15,8 @@ Checks:
   reads_overlap            32 READs in flight are run by several workers at
                            once (the shim sees two at a time), -T 1 by one
   reads_overlap_sandboxed  the same with the sandbox on: threads allowed
+  workers_batch_policy     each worker runs as SCHED_BATCH, the loop's
+                           thread as before (the sandbox on)
   workers_end_when_idle    an idle session holds no worker thread, and
                            no more memory than before they ran
   workers_end_in_a_trickle after a burst, a client that keeps moving 64 KiB
@@ -361,6 +363,41 @@ def threads(pid):
         return len(os.listdir("/proc/%d/task" % pid))
     except FileNotFoundError:
         return 0
+
+
+def sched_policy(pid, tid):
+    """The scheduling policy of thread tid (field 41 of its stat)."""
+    with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+        stat = f.read()
+    return int(stat[stat.rindex(")") + 2:].split()[38])
+
+
+@test
+def test_workers_batch_policy(ctx):
+    d = ctx.dir("policy")
+    write_file(os.path.join(d, "f"), bytes(range(256)) * 1024)
+    # 4 READs meet in the shim (4 workers at -T 4) and wait there for a
+    # fifth that never comes, until MEET_MS: meanwhile every worker has
+    # started, and is seen.
+    srv, log = ctx.server("ours", d, {"NOWAIT": 1, "MEET": 5,
+                                      "MEET_MS": 4000}, ["-T", "4"])
+    pid = srv.proc.pid
+    h = open_h(srv, "f", SSH_FXF_READ)
+    ids = srv.send_many([req_read(h, i * 32768, 32768) for i in range(4)])
+    deadline = time.monotonic() + 3
+    while most_in_flight(log) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)    # polls a condition, with a deadline
+    expect("READs in the shim at once", most_in_flight(log), 4)
+    policies = {tid: sched_policy(pid, tid)
+                for tid in map(int, os.listdir("/proc/%d/task" % pid))}
+    for rid in ids:
+        r = srv.recv()
+        if r.id != rid or not isinstance(r, Data):
+            raise Failure("READ: %r" % shape(r))
+    expect("the loop's policy (SCHED_OTHER)", policies.pop(pid), 0)
+    # A sanitizer's runtime may have a thread of its own, as the loop's.
+    expect("workers as SCHED_BATCH (3)",
+           sum(1 for p in policies.values() if p == 3), 4)
 
 
 def anon_kib(pid):

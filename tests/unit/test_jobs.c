@@ -467,6 +467,40 @@ test_jobs_shared_job_runs_at_once_ends_once(void **state)
 }
 
 /* Idle: no worker, no descriptor, nothing queued; work starts them again. */
+/* jobs_on_start(): each worker calls it once, in its own thread. */
+static _Atomic unsigned starts;
+static _Atomic int started_in_loop;
+
+static void
+count_start(void)
+{
+	if (pthread_equal(pthread_self(), loop_thread))
+		atomic_store(&started_in_loop, 1);
+	atomic_fetch_add(&starts, 1);
+}
+
+static void
+test_jobs_on_start_once_per_worker(void **state)
+{
+	uint32_t made = 0, next = 0;
+	unsigned seed = 3, threads;
+
+	(void)state;
+	(void)jobs_init(run_sleep, 8, sizeof(struct tjob));
+	loop_thread = pthread_self();
+	atomic_store(&starts, 0);
+	atomic_store(&started_in_loop, 0);
+	jobs_on_start(count_start);
+	start_batch(&made, &seed, 40);
+	drain(&next);
+	threads = nworkers;
+	jobs_idle();	/* joins them */
+	jobs_on_start(NULL);
+	assert_true(threads > 0);
+	assert_int_equal(atomic_load(&starts), threads);
+	assert_int_equal(atomic_load(&started_in_loop), 0);
+}
+
 static void
 test_jobs_idle_holds_no_thread_or_descriptor(void **state)
 {
@@ -1037,6 +1071,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_jobs_wait_returns_when_one_finished),
 		cmocka_unit_test(test_jobs_shared_job_runs_at_once_ends_once),
 		cmocka_unit_test(test_jobs_idle_holds_no_thread_or_descriptor),
+		cmocka_unit_test(test_jobs_on_start_once_per_worker),
 		cmocka_unit_test(test_jobs_arena_matches_its_model),
 		cmocka_unit_test(test_jobs_arena_small_jobs_keep_to_its_start),
 		cmocka_unit_test(
