@@ -123,10 +123,11 @@
  *
  * Work that does not wait is not handed off.  A READ first asks the page
  * cache (preadv2() with RWF_NOWAIT) and goes to a worker only when the
- * data is not there; once a worker's READ through a handle waited, the
- * next READs through it go straight to workers, until one of them did not
- * wait (a miss costs the loop a system call that the worker repeats, and
- * the next block of a file that waited is seldom in the cache).  Other
+ * data is not there; once a READ through a handle missed the page cache,
+ * or a worker's READ through it waited, the next READs through it go
+ * straight to workers, until one of them did not wait (a miss costs the
+ * loop a system call that the worker repeats, and the next block of a
+ * file that waited is seldom in the cache).  Other
  * calls, and READs on a file system that cannot
  * answer RWF_NOWAIT, are timed when run here: once SLOW_STREAK calls in a
  * row took longer than SLOW_NS, WRITE, the stats and READDIR's lstats go
@@ -813,7 +814,17 @@ sched_read_start(struct task *j, struct handle *h)
 		jobs_mark_done(&j->job);
 		return;
 	}
-	sched_start(j, !nowait_unsupported(h, errno));
+	if (nowait_unsupported(h, errno)) {
+		sched_start(j, 0);
+		return;
+	}
+	/*
+	 * A miss: the READs behind it, a pipeline's window of them that a
+	 * client sends at once, go straight to workers too, until one of
+	 * them does not wait (sched_read_done()).
+	 */
+	h->read_waits = 1;
+	sched_start(j, 1);
 }
 
 ssize_t
@@ -827,8 +838,10 @@ sched_read_here(struct handle *h, uint8_t *buf, size_t len, off_t off)
 	if (!h->no_nowait) {
 		if ((n = read_cached(h->fd, buf, len, off)) >= 0)
 			return n;
-		if (!nowait_unsupported(h, errno))
+		if (!nowait_unsupported(h, errno)) {
+			h->read_waits = 1;	/* a miss: sched_read_start() */
 			return -2;
+		}
 	}
 	sched_timing_start(&t, 0);
 	n = fileio_read_full(h->fd, buf, len, off);

@@ -217,7 +217,8 @@ void	sched_write_space(struct task *j, struct handle *h, uint64_t len);
 void	sched_read_start(struct task *j, struct handle *h);
 /*
  * Reads into buf here: from the page cache when the file system can say
- * what would wait (-2: some would: a job reads it), else timed.
+ * what would wait (-2: some would: a job reads it, and the handle's next
+ * READs go to workers), else timed.
  */
 ssize_t	sched_read_here(struct handle *h, uint8_t *buf, size_t len, off_t off);
 /* A READ's job is done: whether the next reads through h go to workers. */

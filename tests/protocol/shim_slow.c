@@ -4,6 +4,8 @@
  *
  *   SHIM_NOWAIT=1        preadv2() with RWF_NOWAIT fails with EAGAIN, as on
  *                        storage whose data is not in the page cache.
+ *   SHIM_NOWAIT_LOG=path the number of those calls so far, written there
+ *                        at each.
  *   SHIM_SLOW_READ_US=N  pread() at offset 0 takes N microseconds more;
  *   SHIM_SLOW_WRITE_US=N pwrite() at offset 0 the same; SHIM_SLOW_STAT_US=N
  *                        stat() and lstat() of a name that holds "slow":
@@ -180,14 +182,27 @@ pwrite64(int fd, const void *buf, size_t n, off_t off)
 	return r;
 }
 
+/* A read with RWF_NOWAIT: whether it fails (SHIM_NOWAIT), counted. */
+static int
+nowait_fails(void)
+{
+	static int tries;
+
+	if (!env_long("SHIM_NOWAIT"))
+		return 0;
+	pthread_mutex_lock(&lock);
+	note_most("SHIM_NOWAIT_LOG", ++tries);
+	pthread_mutex_unlock(&lock);
+	errno = EAGAIN;
+	return 1;
+}
+
 ssize_t
 preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
 	REAL(preadv2);
-	if ((flags & RWF_NOWAIT) && env_long("SHIM_NOWAIT")) {
-		errno = EAGAIN;
+	if ((flags & RWF_NOWAIT) && nowait_fails())
 		return -1;
-	}
 	return real_preadv2(fd, iov, cnt, off, flags);
 }
 
@@ -195,10 +210,8 @@ ssize_t
 preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
 	REAL(preadv64v2);
-	if ((flags & RWF_NOWAIT) && env_long("SHIM_NOWAIT")) {
-		errno = EAGAIN;
+	if ((flags & RWF_NOWAIT) && nowait_fails())
 		return -1;
-	}
 	return real_preadv64v2(fd, iov, cnt, off, flags);
 }
 

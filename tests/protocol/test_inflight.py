@@ -15,6 +15,9 @@ Checks:
   reads_overlap            32 READs in flight are run by several workers at
                            once (the shim sees two at a time), -T 1 by one
   reads_overlap_sandboxed  the same with the sandbox on: threads allowed
+  read_miss_sends_the_rest a READ that misses the page cache sends the
+                           READs behind it on the handle straight to
+                           workers: 32 READs, one RWF_NOWAIT try
   workers_batch_policy     each worker runs as SCHED_BATCH, the loop's
                            thread as before (the sandbox on)
   workers_end_when_idle    an idle session holds no worker thread, and
@@ -363,6 +366,28 @@ def threads(pid):
         return len(os.listdir("/proc/%d/task" % pid))
     except FileNotFoundError:
         return 0
+
+
+@test
+def test_read_miss_sends_the_rest(ctx):
+    d = ctx.dir("miss")
+    data = bytes(range(256)) * 4096    # 1 MiB
+    write_file(os.path.join(d, "f"), data)
+    tries = os.path.join(ctx.tmp, "nowait-tries")
+    # The first READ's pread (offset 0) takes 300 ms in its worker: the
+    # other 31 are taken meanwhile, before any READ through the handle is
+    # answered.  Each would ask the page cache first without the miss.
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "SLOW_READ_US": 300000,
+                                    "NOWAIT_LOG": tries}, ["-S", "-T", "16"])
+    h = open_h(srv, "f", SSH_FXF_READ)
+    ids = srv.send_many([req_read(h, i * 32768, 32768) for i in range(32)])
+    for i, rid in enumerate(ids):
+        r = srv.recv()
+        if r.id != rid or not isinstance(r, Data) or \
+                r.data != data[i * 32768:(i + 1) * 32768]:
+            raise Failure("READ %d: %r" % (i, shape(r)))
+    expect("RWF_NOWAIT tries of 32 READs behind a miss",
+           most_in_flight(tries), 1)
 
 
 def sched_policy(pid, tid):
