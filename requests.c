@@ -2680,19 +2680,22 @@ requests_written(void)
 	return jobs_release();
 }
 
-void
+int
 requests_reap(void)
 {
 	struct task *j;
 
 	(void)requests_written();
 	if (jobs_count() == 0)
-		return;
+		return 0;
 	(void)jobs_collect();
-	while (oq_pending(oq) < OQ_HIWAT && (j = TASK(jobs_head())) != NULL) {
+	while ((j = TASK(jobs_head())) != NULL) {
+		if (oq_pending(oq) >= OQ_HIWAT)
+			return 1;
 		answer(j);
 		jobs_retire();
 	}
+	return 0;
 }
 
 unsigned
@@ -2738,6 +2741,12 @@ unsigned
 requests_in_flight(void)
 {
 	return jobs_count();
+}
+
+int
+requests_queue_free(void)
+{
+	return deferring() && slow();
 }
 
 /*

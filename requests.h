@@ -95,9 +95,10 @@ int	requests_init(const struct session *s, struct oqueue *oq);
 int	requests_process(struct cursor *c);
 /*
  * Queues the replies of the requests in flight that are done, in request
- * order, while the queue is below OQ_HIWAT.
+ * order, while the queue is below OQ_HIWAT.  Returns whether it stopped
+ * there, with replies of done requests left to queue.
  */
-void	requests_reap(void);
+int	requests_reap(void);
 /*
  * The replies queued were written out (or dropped): the bytes of the jobs
  * whose data they were written from are given back.  Returns whether any
@@ -112,6 +113,13 @@ int	requests_written(void);
 int	requests_paced_ms(void);
 /* Requests in flight: handed off, not yet answered. */
 unsigned	requests_in_flight(void);
+/*
+ * Whether requests may be taken while the reply queue is full: requests
+ * are in flight, so that every request taken now is answered after them,
+ * through a job, and queues no reply of its own; and storage calls go to
+ * workers, so that taking one starts its wait rather than making it here.
+ */
+int	requests_queue_free(void);
 /*
  * The loop is about to sleep: a descriptor to poll(2) for the end of work
  * in a worker, or -1 when it must not sleep: the oldest request in flight

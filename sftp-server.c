@@ -58,6 +58,8 @@
 #define WAIT_OUTPUT	0x2	/* stdout takes more, or failed */
 #define WAIT_JOBS	0x4	/* work in a worker ended */
 #define WAIT_STOP	0x8	/* the session ends: stop waiting */
+/* With WAIT_JOBS and WAIT_INPUT: replies wait, look at stdin all the same. */
+#define WAIT_PEEK	0x10
 
 /* The options, as parse_options() reads them. */
 struct options {
@@ -181,7 +183,7 @@ end_session(int status)
 		verbose("received signal %d; closing the session", sig);
 	(void)clock_gettime(CLOCK_MONOTONIC, &start);
 	while (requests_in_flight() > 0) {
-		requests_reap();
+		(void)requests_reap();
 		if (requests_in_flight() == 0)
 			break;
 		/* A signal while the end waits starts the clock too. */
@@ -359,9 +361,18 @@ wait_for(int want, int timeout)
 	pfd[2].fd = -1;
 	pfd[2].events = POLLIN;
 	pfd[2].revents = 0;
-	/* Work finished meanwhile: no sleep. */
-	if ((want & WAIT_JOBS) && (pfd[2].fd = requests_wait_fd()) == -1)
+	/*
+	 * Work finished meanwhile: no sleep.  With WAIT_PEEK, a look at stdin
+	 * too, so that requests that came while a full queue of replies was
+	 * written start now, not once every reply ready is out.  A signal
+	 * that comes meanwhile is seen by the loop before its next wait.
+	 */
+	if ((want & WAIT_JOBS) && (pfd[2].fd = requests_wait_fd()) == -1) {
+		if ((want & (WAIT_PEEK | WAIT_INPUT)) ==
+		    (WAIT_PEEK | WAIT_INPUT) && poll(pfd, 1, 0) == 1)
+			return WAIT_JOBS | WAIT_INPUT;
 		return WAIT_JOBS;
+	}
 	(void)sigprocmask(SIG_BLOCK, &end_signals, &old);
 	if (!(cut && got_signal)) {
 		n = sys_ppoll(pfd, 3, timeout, &old);
@@ -512,16 +523,20 @@ serve(void)
 {
 	struct cursor c, held;
 	uint32_t len;
-	int r, want, timeout, holding = 0;
+	int r, want, timeout, holding = 0, full;
 
 	memset(&held, 0, sizeof held);
 	for (;;) {
 		/* A signal that came while no wait was blocked. */
 		if (got_signal)
 			end_session(SESSION_OK);
-		requests_reap();
-		/* Answer every complete request while the queue has room. */
-		while (oq_pending(&oq) < OQ_HIWAT) {
+		full = requests_reap();
+		/*
+		 * Take every complete request while the queue has room, or
+		 * while each is answered through a job in a worker: a full
+		 * queue of replies does not hold up the start of their waits.
+		 */
+		while (oq_pending(&oq) < OQ_HIWAT || requests_queue_free()) {
 			/*
 			 * A signal ends the session before the next request,
 			 * however many are buffered: each may wait on storage.
@@ -558,7 +573,7 @@ serve(void)
 		if (requests_in_flight() > 0) {
 			lingering = 1;
 			(void)clock_gettime(CLOCK_MONOTONIC, &last_in_flight);
-			want = WAIT_JOBS;
+			want = WAIT_JOBS | (full ? WAIT_PEEK : 0);
 			if (!holding && ibuf_can_read(&ib))
 				want |= WAIT_INPUT;
 			timeout = holding ? requests_paced_ms() : -1;

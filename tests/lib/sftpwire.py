@@ -855,6 +855,43 @@ class Server:
             except BrokenPipeError:
                 pass
 
+    def buffer_exactly(self, n, timeout=None):
+        """Read output until n bytes are buffered, and no more: what the
+        server writes after them stays in its pipe, which fills, until
+        recv() (which parses the buffered bytes first) reads on."""
+        deadline = self._deadline(timeout)
+        while len(self._rbuf) < n:
+            left = deadline - time.monotonic()
+            if self._eof or left <= 0:
+                raise Timeout("waited for %d bytes of output, have %d" %
+                              (n, len(self._rbuf)))
+            rr, _, _ = select.select([self._out], [], [], left)
+            if not rr:
+                continue
+            try:
+                chunk = os.read(self._out, n - len(self._rbuf))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                self._eof = True
+            self._rbuf += chunk
+
+    def send_unread(self, req, timeout=None):
+        """Send one request without reading any output meanwhile (as
+        send() does): the server's unread output stays where it is.
+        Returns its id."""
+        rid = self.next_id()
+        view = memoryview(encode_request(rid, req))
+        deadline = self._deadline(timeout)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("server stopped reading its input")
+            _, ww, _ = select.select([], [self._in], [], left)
+            if ww:
+                view = view[os.write(self._in, view):]
+        return rid
+
     def _fill(self, need, deadline):
         while len(self._rbuf) < need:
             if self._eof:

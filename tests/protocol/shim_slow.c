@@ -6,6 +6,9 @@
  *                        storage whose data is not in the page cache.
  *   SHIM_NOWAIT_LOG=path the number of those calls so far, written there
  *                        at each.
+ *   SHIM_EVENTS=path     a line appended there for each of those calls
+ *                        ("P offset") and for each write to stdout ("W
+ *                        bytes"): both are the loop's, in its order.
  *   SHIM_SLOW_READ_US=N  pread() at offset 0 takes N microseconds more;
  *   SHIM_SLOW_WRITE_US=N pwrite() at offset 0 the same; SHIM_SLOW_STAT_US=N
  *                        stat() and lstat() of a name that holds "slow":
@@ -182,9 +185,29 @@ pwrite64(int fd, const void *buf, size_t n, off_t off)
 	return r;
 }
 
-/* A read with RWF_NOWAIT: whether it fails (SHIM_NOWAIT), counted. */
+/* Appends a line to SHIM_EVENTS, if set. */
+static void
+event(char what, long long n)
+{
+	const char *path = getenv("SHIM_EVENTS");
+	char buf[48];
+	int fd, len, e = errno;
+
+	if (path == NULL)
+		return;
+	len = snprintf(buf, sizeof buf, "%c %lld\n", what, n);
+	pthread_mutex_lock(&lock);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644)) != -1) {
+		(void)write(fd, buf, (size_t)len);
+		(void)close(fd);
+	}
+	pthread_mutex_unlock(&lock);
+	errno = e;
+}
+
+/* A read with RWF_NOWAIT at off: whether it fails (SHIM_NOWAIT), counted. */
 static int
-nowait_fails(void)
+nowait_fails(off_t off)
 {
 	static int tries;
 
@@ -193,15 +216,40 @@ nowait_fails(void)
 	pthread_mutex_lock(&lock);
 	note_most("SHIM_NOWAIT_LOG", ++tries);
 	pthread_mutex_unlock(&lock);
+	event('P', (long long)off);
 	errno = EAGAIN;
 	return 1;
+}
+
+ssize_t
+write(int fd, const void *buf, size_t n)
+{
+	ssize_t r;
+
+	REAL(write);
+	r = real_write(fd, buf, n);
+	if (fd == STDOUT_FILENO && r > 0)
+		event('W', (long long)r);
+	return r;
+}
+
+ssize_t
+writev(int fd, const struct iovec *iov, int cnt)
+{
+	ssize_t r;
+
+	REAL(writev);
+	r = real_writev(fd, iov, cnt);
+	if (fd == STDOUT_FILENO && r > 0)
+		event('W', (long long)r);
+	return r;
 }
 
 ssize_t
 preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
 	REAL(preadv2);
-	if ((flags & RWF_NOWAIT) && nowait_fails())
+	if ((flags & RWF_NOWAIT) && nowait_fails(off))
 		return -1;
 	return real_preadv2(fd, iov, cnt, off, flags);
 }
@@ -210,7 +258,7 @@ ssize_t
 preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
 	REAL(preadv64v2);
-	if ((flags & RWF_NOWAIT) && nowait_fails())
+	if ((flags & RWF_NOWAIT) && nowait_fails(off))
 		return -1;
 	return real_preadv64v2(fd, iov, cnt, off, flags);
 }

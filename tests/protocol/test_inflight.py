@@ -20,6 +20,10 @@ Checks:
                            workers: 32 READs, one RWF_NOWAIT try
   workers_batch_policy     each worker runs as SCHED_BATCH, the loop's
                            thread as before (the sandbox on)
+  requests_start_between_flushes
+                           a request that comes while a full queue of
+                           replies is written starts before the replies
+                           ready behind them are written too
   workers_end_when_idle    an idle session holds no worker thread, and
                            no more memory than before they ran
   workers_end_in_a_trickle after a burst, a client that keeps moving 64 KiB
@@ -388,6 +392,54 @@ def test_read_miss_sends_the_rest(ctx):
             raise Failure("READ %d: %r" % (i, shape(r)))
     expect("RWF_NOWAIT tries of 32 READs behind a miss",
            most_in_flight(tries), 1)
+
+
+@test
+def test_requests_start_between_flushes(ctx):
+    d = ctx.dir("between")
+    data = bytes(range(256)) * 4096    # 1 MiB
+    write_file(os.path.join(d, "a"), data)
+    write_file(os.path.join(d, "b"), data)
+    events = os.path.join(ctx.tmp, "events")
+    srv, _ = ctx.server("ours", d, {"NOWAIT": 1, "SLOW_WRITE_US": SLOW_US,
+                                    "SLOW_READ_US": 300000,
+                                    "EVENTS": events}, ["-S"])
+    # Storage is seen to wait: requests in flight are taken while the
+    # queue of replies is full, since each goes to a worker.
+    pipeline(srv, warm_up(srv))
+    ha = open_h(srv, "a", SSH_FXF_READ)
+    hb = open_h(srv, "b", SSH_FXF_READ)
+    # The first of 32 READs of a (offset 0) takes 300 ms, the others end
+    # meanwhile: then 32 replies are ready at once, four queues' worth
+    # (8 a queue, OQ_HIWAT), more than stdout holds.  The client sends a
+    # READ of b once it has read the first reply, and no more: stdout's
+    # pipe (256 KiB at most) is full, and the loop's first or second
+    # write of a queue can end only once the client reads on, after it
+    # sent the READ of b.
+    ids = srv.send_many([req_read(ha, i * 32768, 32768) for i in range(32)])
+    srv.buffer_exactly(4 + 9 + 32768)   # the first reply, no more
+    xid = srv.send_unread(req_read(hb, 12345, 100))
+    replies = [srv.recv() for _ in range(33)]
+    for i, (rid, r) in enumerate(zip(ids + [xid], replies)):
+        want = data[i * 32768:(i + 1) * 32768] if i < 32 else \
+            data[12345:12445]
+        if r.id != rid or not isinstance(r, Data) or r.data != want:
+            raise Failure("reply %d: %r" % (i, shape(r)))
+    with open(events) as f:
+        lines = f.read().split("\n")
+    # The READ of b asks the page cache first, in the loop: "P 12345".
+    if "P 12345" not in lines:
+        raise Failure("no RWF_NOWAIT try of the READ of b: %r" % lines)
+    after = sum(int(ln.split()[1]) for ln in
+                lines[lines.index("P 12345") + 1:] if ln.startswith("W "))
+    # Written after it: a queue of READs of a at least (262,248 bytes)
+    # besides its own reply (113 bytes).  It is taken after the first
+    # write of a queue, or the second, once the client has sent it (with
+    # nothing in flight any more, it would wait for room in the queue).
+    if after < 262248:
+        raise Failure("the READ of b started once every reply ready "
+                      "before it was written (%d bytes written after "
+                      "it): %r" % (after, lines[-12:]))
 
 
 def sched_policy(pid, tid):
