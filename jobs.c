@@ -164,9 +164,49 @@ _Static_assert(ARENA_SKEW > 0 && ARENA_SKEW % ARENA_ALIGN == 0 &&
 #endif
 
 /* Gives the mapping back, with no job in the ring. */
+/*
+ * The arena's pages are made present (MADV_POPULATE_WRITE) as jobs first
+ * take them, a job's whole range at once, rather than by a page fault
+ * each as a worker's read writes them: a fault costs 0.2 to 12 µs,
+ * depending on the machine (12 on a paravirtualized guest, where the
+ * first lap of 255 KiB READs took 2,048 of them), the call once per job.
+ * arena_present marks how far from the arena's start they are (pages of
+ * a job placed past a gap in it fault as before); jobs_idle() gives the
+ * pages back and starts it over.  Where the kernel (before 5.14) or the
+ * C library has no such advice, the pages fault.
+ */
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE	23
+#endif
+static size_t arena_present;
+static int populate_refused;
+
+static void
+make_present(size_t off, size_t size)
+{
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t from, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	if (off + size <= arena_present || populate_refused)
+		return;
+	if (off < arena_present)
+		off = arena_present;
+	from = (uintptr_t)(arena + off) / page * page;
+	if (madvise((void *)from, (uintptr_t)(arena + off + size) - from,
+	    MADV_POPULATE_WRITE) == -1 && errno != ENOMEM && errno != EINTR &&
+	    errno != EAGAIN)
+		populate_refused = 1;
+	arena_present = off + size;
+#else
+	(void)off;
+	(void)size;
+#endif
+}
+
 static void
 unmap(void)
 {
+	arena_present = 0;
 	if (map != NULL) {
 		UNPOISON(arena, JOBS_ARENA);	/* the next mapping's */
 		(void)munmap(map, MAP_SIZE);
@@ -328,8 +368,10 @@ jobs_new(size_t size)
 	j->arena_size = size;
 	j->arena_charge = charge;
 	j->buf = size > 0 ? arena + off : NULL;
-	if (size > 0)
+	if (size > 0) {
 		UNPOISON(j->buf, size);
+		make_present(off, size);
+	}
 	ring_count++;
 	return j;
 }
@@ -686,6 +728,7 @@ jobs_idle(void)
 	}
 	if (map != NULL) {
 		(void)madvise(map, ARENA_END, MADV_DONTNEED);
+		arena_present = 0;
 		(void)madvise(ring, RING_BYTES + sizeof(struct pool),
 		    MADV_DONTNEED);
 	}

@@ -347,8 +347,11 @@ ibuf_release(struct ibuf *ib)
 	}
 	if (ib->start == ib->end && ib->pins == 0)
 		ib->start = ib->end = 0;
-	if (ib->old == 0)	/* else bytes past end are pinned */
+	if (ib->old == 0) {	/* else bytes past end are pinned */
 		buf_release(ib->buf, ib->size, ib->end);
+		if (ib->present > ib->end)
+			ib->present = ib->end;	/* its page may stay */
+	}
 }
 
 int
@@ -409,6 +412,42 @@ ibuf_fill(struct ibuf *ib, size_t n)
 	ib->end += n;
 }
 
+/*
+ * While WRITEs are pinned, a lap reads up to the window's hard end, and
+ * pages are first made present (MADV_POPULATE_WRITE), with one call,
+ * rather than by a page fault each as a read fills them (1,024 faults for
+ * the first lap of 4 MiB, at 12 µs each on a paravirtualized guest, in the
+ * loop's thread): as many bytes of the room as the last read returned,
+ * what the next is likely to bring, so that a trickle of input makes no
+ * page present that it would not touch.  Without pins the window (soft)
+ * is small.  Where the kernel (before 5.14) or the C library has no such
+ * advice, the pages fault.
+ */
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE	23
+#endif
+static int populate_refused;
+
+static void
+ibuf_present(struct ibuf *ib, size_t upto)
+{
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t from, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	if (upto <= ib->present || populate_refused)
+		return;
+	from = (uintptr_t)(ib->buf + ib->present) / page * page;
+	if (madvise((void *)from, (uintptr_t)(ib->buf + upto) - from,
+	    MADV_POPULATE_WRITE) == -1 && errno != ENOMEM && errno != EINTR &&
+	    errno != EAGAIN)
+		populate_refused = 1;
+	ib->present = upto;
+#else
+	(void)ib;
+	(void)upto;
+#endif
+}
+
 ssize_t
 ibuf_read(struct ibuf *ib, int fd)
 {
@@ -421,8 +460,12 @@ ibuf_read(struct ibuf *ib, int fd)
 		errno = EAGAIN;
 		return -1;
 	}
+	if (ib->pins > 0)
+		ibuf_present(ib, (size_t)(p - ib->buf) +
+		    (room < ib->last ? room : ib->last));
 	if ((n = read(fd, p, room)) == -1)
 		return -1;
+	ib->last = (size_t)n;
 	if (n > 0)
 		ibuf_fill(ib, (size_t)n);
 	return n;

@@ -187,6 +187,8 @@ struct ibuf {
 	struct ibuf_pin *pin;
 	size_t pin_size;
 	int pinned;		/* a slot was written since ibuf_release() */
+	size_t present;		/* buf's bytes made present (ibuf_read()) */
+	size_t last;		/* what the last read returned */
 };
 
 /* Allocates the buffer; soft is the read-ahead.  Returns 0 or -1 (ENOMEM). */

@@ -211,6 +211,7 @@ struct sb_prog {
 #define SB_F_GETPIPE_SZ		1032
 #define SB_MADV_DONTNEED	4
 #define SB_MADV_FREE		8
+#define SB_MADV_POPULATE_WRITE	23
 #define SB_MREMAP_MAYMOVE	1
 #define SB_RENAME_NOREPLACE	1
 #define SB_SCHED_BATCH		3
@@ -610,9 +611,12 @@ static const struct rule rules[] = {
 	ALLOW_IF(mprotect, NONE_OF(2, SB_PROT_EXEC)),	/* libc's allocator */
 	/*
 	 * Buffer pages given back when idle (MADV_DONTNEED), glibc's
-	 * allocator trimming (the same), musl's freeing (MADV_FREE).
+	 * allocator trimming (the same), musl's freeing (MADV_FREE); the
+	 * workers' arena and the pinned input made present before they are
+	 * written (MADV_POPULATE_WRITE: jobs.c, packet.c).
 	 */
-	ALLOW_IF(madvise, ONE_OF(2, SB_MADV_DONTNEED, SB_MADV_FREE)),
+	ALLOW_IF(madvise, ONE_OF(2, SB_MADV_DONTNEED, SB_MADV_FREE,
+	    SB_MADV_POPULATE_WRITE)),
 	/* realloc(3) of a large block (NSS buffers): moved, never placed. */
 	ALLOW_IF(mremap, LONG_ONE_OF(3, 0, SB_MREMAP_MAYMOVE)),
 	ALLOW(brk),		/* libc's allocator */

@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -1075,6 +1076,50 @@ unpin_twice(void *arg)
 
 	ibuf_unpin(ib, pin);
 	ibuf_unpin(ib, pin);
+}
+
+/*
+ * With WRITEs pinned, a read first makes present as many bytes of its room
+ * as the last read returned; without pins, none.  The reads come from a
+ * file of 4 pages: the second is at its end and writes nothing, so a page
+ * past the first 4 is in memory only if it was made so.
+ */
+static void
+test_ibuf_pinned_read_makes_room_present(void **state)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char vec[8];
+	struct ibuf ib;
+	uint8_t *data;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	assert_non_null(f = tmpfile());
+	fd = fileno(f);
+	assert_non_null(data = calloc(4, page));
+	assert_int_equal(write(fd, data, 4 * page), (ssize_t)(4 * page));
+	free(data);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	assert_int_equal(ibuf_init_pinned(&ib, 16 * page, 64 * page), 0);
+	assert_int_equal(ibuf_read(&ib, fd), (ssize_t)(4 * page));
+	assert_int_equal(ib.present, 0);	/* no pins: nothing ahead */
+	(void)ibuf_pin(&ib, ib.buf);
+	assert_int_equal(ibuf_read(&ib, fd), 0);
+	if (populate_refused) {
+		ibuf_free(&ib);
+		(void)fclose(f);
+		skip();		/* a kernel before 5.14: the pages fault */
+	}
+	assert_int_equal(ib.present, 8 * page);
+	assert_int_equal(mincore(ib.buf, 8 * page, vec), 0);
+	for (unsigned i = 0; i < 8; i++)
+		assert_true(vec[i] & 1);
+	/* The pages past the last read's worth are left to fault. */
+	assert_int_equal(mincore(ib.buf + 8 * page, page, vec), 0);
+	assert_false(vec[0] & 1);
+	ibuf_free(&ib);
+	(void)fclose(f);
 }
 
 static void
@@ -3027,6 +3072,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_ibuf_fill_past_buffer_aborts),
 		cmocka_unit_test(test_ibuf_pins_model),
 		cmocka_unit_test(test_ibuf_pinned_stream_never_drains),
+		cmocka_unit_test(test_ibuf_pinned_read_makes_room_present),
 		cmocka_unit_test(test_ibuf_pin_misuse_aborts),
 		/* The cursor. */
 		cmocka_unit_test(test_get_u8_empty_is_short),
