@@ -163,13 +163,12 @@ _Static_assert(ARENA_SKEW > 0 && ARENA_SKEW % ARENA_ALIGN == 0 &&
 #define UNPOISON(p, n)	((void)(p), (void)(n))
 #endif
 
-/* Gives the mapping back, with no job in the ring. */
 /*
  * The arena's pages are made present (MADV_POPULATE_WRITE) as jobs first
  * take them, a job's whole range at once, rather than by a page fault
- * each as a worker's read writes them: a fault costs 0.2 to 12 µs,
- * depending on the machine (12 on a paravirtualized guest, where the
- * first lap of 255 KiB READs took 2,048 of them), the call once per job.
+ * each as a worker's read writes them: one call per job, where a fault
+ * cost 12 to 17 µs on the paravirtualized guest of bench/RESULTS.md, and
+ * the first lap of 255 KiB READs took 2,048 of them.
  * arena_present marks how far from the arena's start they are (pages of
  * a job placed past a gap in it fault as before); jobs_idle() gives the
  * pages back and starts it over.  Where the kernel (before 5.14) or the
@@ -203,6 +202,7 @@ make_present(size_t off, size_t size)
 #endif
 }
 
+/* Gives the mapping back, with no job in the ring. */
 static void
 unmap(void)
 {

@@ -416,12 +416,12 @@ ibuf_fill(struct ibuf *ib, size_t n)
  * While WRITEs are pinned, a lap reads up to the window's hard end, and
  * pages are first made present (MADV_POPULATE_WRITE), with one call,
  * rather than by a page fault each as a read fills them (1,024 faults for
- * the first lap of 4 MiB, at 12 µs each on a paravirtualized guest, in the
- * loop's thread): as many bytes of the room as the last read returned,
- * what the next is likely to bring, so that a trickle of input makes no
- * page present that it would not touch.  Without pins the window (soft)
- * is small.  Where the kernel (before 5.14) or the C library has no such
- * advice, the pages fault.
+ * the first lap of 4 MiB, in the loop's thread, at 12 to 17 µs each on
+ * the paravirtualized guest of bench/RESULTS.md): as many bytes of the
+ * room as the last read returned, what the next is likely to bring, so
+ * that a trickle of input makes no page present that it would not touch.
+ * Without pins the window (soft) is small.  Where the kernel (before
+ * 5.14) or the C library has no such advice, the pages fault.
  */
 #if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
 #define MADV_POPULATE_WRITE	23
