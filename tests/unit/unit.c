@@ -2,6 +2,7 @@
  * What the unit tests share: see unit.h.
  */
 #include <sys/types.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <dirent.h>
@@ -225,4 +226,37 @@ void
 make_link(const char *target, const char *name)
 {
 	assert_int_equal(symlink(target, name), 0);
+}
+
+int
+unit_resident(const void *p, size_t n)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t from = (uintptr_t)p / page * page;
+	size_t pages = ((uintptr_t)p + n - from + page - 1) / page;
+	unsigned char vec[2048];
+
+	assert_true(pages <= sizeof vec);
+	assert_int_equal(mincore((void *)from, pages * page, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		if (!(vec[i] & 1))
+			return 0;
+	return 1;
+}
+
+int
+unit_populate_works(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *p;
+	int works;
+
+	p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(p != MAP_FAILED);
+	works = madvise(p, page, 23 /* MADV_POPULATE_WRITE */) == 0 &&
+	    unit_resident(p, page) &&
+	    !unit_resident((uint8_t *)p + page, page);
+	(void)munmap(p, 2 * page);
+	return works;
 }

@@ -21,6 +21,14 @@
  */
 int	unit_args(int argc, char **argv);
 
+/*
+ * Whether every page of [p, p + n) is in memory (mincore(2)); and whether
+ * MADV_POPULATE_WRITE makes pages so here (a kernel before 5.14 refuses
+ * it; an emulator such as qemu-user takes it and does nothing).
+ */
+int	unit_resident(const void *p, size_t n);
+int	unit_populate_works(void);
+
 /* A growable byte string in wire format, for building test input. */
 struct wbuf {
 	uint8_t *p;
