@@ -244,8 +244,6 @@ now_ns(void)
 #define SAMPLE		8
 #define SAMPLE_FROM	64
 static unsigned ticks;
-/* struct timing's sleeps under TIMING_WALL. */
-#define TIMING_WALL_ONLY	(-2)
 
 void
 sched_timing_start(struct timing *t, int every)
@@ -260,10 +258,7 @@ sched_timing_start(struct timing *t, int every)
 		}
 	}
 	t->wall = now_ns();
-	if (every == TIMING_WALL)
-		t->sleeps = TIMING_WALL_ONLY;
-	else
-		t->sleeps = every || suspect ? sys_thread_sleeps() : -1;
+	t->sleeps = every || suspect ? sys_thread_sleeps() : -1;
 }
 
 int64_t
@@ -275,9 +270,7 @@ sched_timing_waited(const struct timing *t)
 	if (t->wall == -1)
 		return SCHED_NOT_TIMED;
 	ns = now_ns() - t->wall;
-	if (t->sleeps == TIMING_WALL_ONLY)
-		;	/* the clock alone */
-	else if (ns > SLOW_NS && t->sleeps < 0)
+	if (ns > SLOW_NS && t->sleeps < 0)
 		ns = sys_thread_sleeps() < 0 ? ns : -1;
 	else if (ns > SLOW_NS)
 		ns = sys_thread_sleeps() > t->sleeps ? ns : 0;
@@ -1137,24 +1130,6 @@ worker_start(void)
 	(void)sys_sched_batch();
 }
 
-/*
- * Whether a job's call may take longer than SLOW_NS without waiting for
- * storage: a READ or WRITE that copies over COPY_MUCH bytes (on a slow
- * CPU, or one whose caches are cold).  A worker counts the sleeps of
- * those only: counting costs two getrusage(2) calls, a tenth of what a
- * 32 KiB READ costs in a worker.  A worker makes nothing but its call, so
- * another call that took that long waited, or was preempted: then, on
- * storage that answers at once, the session stays with its workers until
- * FAST_STREAK calls in a row are seen not to wait, a little longer.
- */
-#define COPY_MUCH	(64 * 1024)
-
-static int
-copies_much(const struct task *j)
-{
-	return (j->op == OP_READ || j->op == OP_WRITE) && j->len > COPY_MUCH;
-}
-
 /* What a worker runs: the system calls of one job, and nothing else. */
 static void
 run_job(struct job *job)
@@ -1167,7 +1142,7 @@ run_job(struct job *job)
 		run_dirstat(j);
 		return;
 	}
-	sched_timing_start(&t, copies_much(j) ? 1 : TIMING_WALL);
+	sched_timing_start(&t, 1);
 	FUZZ_STORAGE_CALL(j);
 	job_kinds[j->op].run(j);
 	j->err = j->n == -1 ? errno : 0;

@@ -170,12 +170,9 @@ struct timing {
 };
 /*
  * Starts timing a call; every (for a batch of calls): the call is timed
- * and its sleeps counted, whatever came before; TIMING_WALL: it is timed,
- * and a call longer than SLOW_NS counts as waiting without its sleeps
- * counted.
+ * and its sleeps counted, whatever came before.
  */
 void	sched_timing_start(struct timing *t, int every);
-#define TIMING_WALL	2
 /*
  * How long the call waited since sched_timing_start(): its time, or 0 when
  * it did not sleep; -1 when it took longer than SLOW_NS and its sleeps were

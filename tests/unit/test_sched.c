@@ -640,55 +640,6 @@ test_barrier_waits(void **state)
 	drain();
 }
 
-/* Spins, never sleeping, until ns have passed. */
-static void
-spin(int64_t ns)
-{
-	int64_t until = now_ns() + ns;
-
-	while (now_ns() < until)
-		;
-}
-
-/*
- * A worker counts the sleeps of a call that copies much only: a small
- * call that took over SLOW_NS counts as waiting by the clock alone
- * (TIMING_WALL), where a counted one that never slept is a CPU's time.
- */
-static void
-test_worker_timing(void **state)
-{
-	struct task j;
-	struct timing t;
-	int64_t ns;
-
-	(void)state;
-	memset(&j, 0, sizeof j);
-	j.op = OP_READ;
-	j.len = 32768;
-	assert_int_equal(copies_much(&j), 0);
-	j.len = COPY_MUCH + 1;
-	assert_int_equal(copies_much(&j), 1);
-	j.op = OP_WRITE;
-	assert_int_equal(copies_much(&j), 1);
-	j.len = COPY_MUCH;
-	assert_int_equal(copies_much(&j), 0);
-	j.op = OP_STAT;
-	j.len = 1 << 20;
-	assert_int_equal(copies_much(&j), 0);
-
-	sched_timing_start(&t, TIMING_WALL);
-	spin(2 * SLOW_NS);
-	ns = sched_timing_waited(&t);
-	assert_true(ns >= 2 * SLOW_NS);
-	/* Counted, the same spin did not wait: it never slept. */
-	if (sys_thread_sleeps() >= 0) {
-		sched_timing_start(&t, 1);
-		spin(2 * SLOW_NS);
-		assert_int_equal(sched_timing_waited(&t), 0);
-	}
-}
-
 static int
 setup(void **state)
 {
@@ -720,7 +671,6 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_slow_look_not_repeated),
 		cmocka_unit_test(test_barrier_waits),
 		cmocka_unit_test(test_close_placement),
-		cmocka_unit_test(test_worker_timing),
 	};
 
 	if (unit_args(argc, argv) != 0)
