@@ -185,17 +185,19 @@ make_present(size_t off, size_t size)
 {
 #ifdef MADV_POPULATE_WRITE
 	uintptr_t from, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	size_t end = off + size;
 
-	if (off + size <= arena_present || populate_refused)
+	if (end <= arena_present || populate_refused)
 		return;
+	/* Only the job's bytes the mark has not reached: never past end. */
 	if (off < arena_present)
 		off = arena_present;
 	from = (uintptr_t)(arena + off) / page * page;
-	if (madvise((void *)from, (uintptr_t)(arena + off + size) - from,
+	if (madvise((void *)from, (uintptr_t)(arena + end) - from,
 	    MADV_POPULATE_WRITE) == -1 && errno != ENOMEM && errno != EINTR &&
 	    errno != EAGAIN)
 		populate_refused = 1;
-	arena_present = off + size;
+	arena_present = end;
 #else
 	(void)off;
 	(void)size;
