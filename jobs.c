@@ -69,6 +69,7 @@
 #include <unistd.h>
 
 #include "jobs.h"
+#include "packet.h"
 
 /* Arena bytes are handed out in multiples of this. */
 #define ARENA_ALIGN	64
@@ -164,27 +165,19 @@ _Static_assert(ARENA_SKEW > 0 && ARENA_SKEW % ARENA_ALIGN == 0 &&
 #endif
 
 /*
- * The arena's pages are made present (MADV_POPULATE_WRITE) as jobs first
- * take them, a job's whole range at once, rather than by a page fault
- * each as a worker's read writes them: one call per job, where a fault
- * cost 12 to 17 µs on the paravirtualized guest of bench/RESULTS.md, and
- * the first lap of 255 KiB READs took 2,048 of them.
- * arena_present marks how far from the arena's start they are (pages of
- * a job placed past a gap in it fault as before); jobs_idle() gives the
- * pages back and starts it over.  Where the kernel (before 5.14) or the
- * C library has no such advice, the pages fault.
+ * The arena's pages are made present (buf_present()) as jobs first take
+ * them, a job's whole range at once, rather than by a page fault each as
+ * a worker's read writes them: one call per job, where the first lap of
+ * 255 KiB READs took 2,048 faults.  arena_present marks how far from the
+ * arena's start they are (pages of a job placed past a gap in it fault as
+ * before); jobs_idle() gives the pages back and starts it over.
  */
-#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
-#define MADV_POPULATE_WRITE	23
-#endif
 static size_t arena_present;
 static int populate_refused;
 
 static void
 make_present(size_t off, size_t size)
 {
-#ifdef MADV_POPULATE_WRITE
-	uintptr_t from, page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	size_t end = off + size;
 
 	if (end <= arena_present || populate_refused)
@@ -192,16 +185,9 @@ make_present(size_t off, size_t size)
 	/* Only the job's bytes the mark has not reached: never past end. */
 	if (off < arena_present)
 		off = arena_present;
-	from = (uintptr_t)(arena + off) / page * page;
-	if (madvise((void *)from, (uintptr_t)(arena + end) - from,
-	    MADV_POPULATE_WRITE) == -1 && errno != ENOMEM && errno != EINTR &&
-	    errno != EAGAIN)
+	if (buf_present(arena + off, arena + end) == -1)
 		populate_refused = 1;
 	arena_present = end;
-#else
-	(void)off;
-	(void)size;
-#endif
 }
 
 /* Gives the mapping back, with no job in the ring. */

@@ -414,38 +414,23 @@ ibuf_fill(struct ibuf *ib, size_t n)
 
 /*
  * While WRITEs are pinned, a lap reads up to the window's hard end, and
- * pages are first made present (MADV_POPULATE_WRITE), with one call,
- * rather than by a page fault each as a read fills them (1,024 faults for
- * the first lap of 4 MiB, in the loop's thread, at 12 to 17 µs each on
- * the paravirtualized guest of bench/RESULTS.md): as many bytes of the
- * room as the last read returned, what the next is likely to bring, so
- * that a trickle of input makes no page present that it would not touch.
- * Without pins the window (soft) is small.  Where the kernel (before
- * 5.14) or the C library has no such advice, the pages fault.
+ * pages are first made present (buf_present()), with one call, rather
+ * than by a page fault each as a read fills them (1,024 faults for the
+ * first lap of 4 MiB, in the loop's thread): as many bytes of the room as
+ * the last read returned, what the next is likely to bring, so that a
+ * trickle of input makes no page present that it would not touch.
+ * Without pins the window (soft) is small.
  */
-#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
-#define MADV_POPULATE_WRITE	23
-#endif
 static int populate_refused;
 
 static void
 ibuf_present(struct ibuf *ib, size_t upto)
 {
-#ifdef MADV_POPULATE_WRITE
-	uintptr_t from, page = (uintptr_t)sysconf(_SC_PAGESIZE);
-
 	if (upto <= ib->present || populate_refused)
 		return;
-	from = (uintptr_t)(ib->buf + ib->present) / page * page;
-	if (madvise((void *)from, (uintptr_t)(ib->buf + upto) - from,
-	    MADV_POPULATE_WRITE) == -1 && errno != ENOMEM && errno != EINTR &&
-	    errno != EAGAIN)
+	if (buf_present(ib->buf + ib->present, ib->buf + upto) == -1)
 		populate_refused = 1;
 	ib->present = upto;
-#else
-	(void)ib;
-	(void)upto;
-#endif
 }
 
 ssize_t
