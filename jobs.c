@@ -175,6 +175,35 @@ _Static_assert(ARENA_SKEW > 0 && ARENA_SKEW % ARENA_ALIGN == 0 &&
 static size_t arena_present;
 static int populate_refused;
 
+/*
+ * Huge pages for a bulk transfer's arena (BUF_BULK, packet.h): arena_huge
+ * is their size (0: none, or refused), the map's first byte on a boundary.
+ * A job of BUF_BULK bytes or more puts the whole huge pages past every
+ * byte a job has reached since the last idle (arena_reached) on huge pages
+ * (huge_on), until jobs_idle() gives them back.
+ */
+static size_t arena_huge, arena_reached;
+static int huge_on;
+
+static void
+arena_bulk(void)
+{
+	size_t from;
+
+	if (arena_huge == 0 || huge_on)
+		return;
+	/* The arena's byte x is the map's x + ARENA_SKEW. */
+	from = arena_reached == 0 ? 0 : (arena_reached + ARENA_SKEW +
+	    arena_huge - 1) / arena_huge * arena_huge;
+	if (from >= ARENA_END)
+		return;
+	if (buf_huge(map + from, ARENA_END - from, 1) == -1) {
+		arena_huge = 0;	/* refused: small pages for good */
+		return;
+	}
+	huge_on = 1;
+}
+
 static void
 make_present(size_t off, size_t size)
 {
@@ -195,6 +224,8 @@ static void
 unmap(void)
 {
 	arena_present = 0;
+	arena_reached = 0;
+	huge_on = 0;
 	if (map != NULL) {
 		UNPOISON(arena, JOBS_ARENA);	/* the next mapping's */
 		(void)munmap(map, MAP_SIZE);
@@ -268,9 +299,12 @@ mapped(void)
 
 	if (map != NULL)
 		return 0;
-	p = mmap(NULL, MAP_SIZE, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	/* Whole huge pages in the arena from the map's start (arena_bulk()). */
+	arena_huge = buf_huge_size();
+	if (arena_huge != 0 && (arena_huge > ARENA_END ||
+	    ARENA_END % arena_huge != 0))
+		arena_huge = 0;
+	if ((p = buf_map_aligned(MAP_SIZE, 0, arena_huge)) == NULL)
 		return -1;
 	/* A run past the arena's end faults rather than reach the ring. */
 	if (mprotect((uint8_t *)p + ARENA_END, ARENA_GUARD, PROT_NONE) ==
@@ -358,7 +392,11 @@ jobs_new(size_t size)
 	j->buf = size > 0 ? arena + off : NULL;
 	if (size > 0) {
 		UNPOISON(j->buf, size);
+		if (size >= BUF_BULK)
+			arena_bulk();
 		make_present(off, size);
+		if (off + size > arena_reached)
+			arena_reached = off + size;
 	}
 	ring_count++;
 	return j;
@@ -717,6 +755,10 @@ jobs_idle(void)
 	if (map != NULL) {
 		(void)madvise(map, ARENA_END, MADV_DONTNEED);
 		arena_present = 0;
+		arena_reached = 0;
+		if (huge_on)
+			(void)buf_huge(map, ARENA_END, 0);
+		huge_on = 0;
 		(void)madvise(ring, RING_BYTES + sizeof(struct pool),
 		    MADV_DONTNEED);
 	}

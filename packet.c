@@ -210,7 +210,7 @@ buf_release(uint8_t *buf, size_t size, size_t from)
 int
 ibuf_init_pinned(struct ibuf *ib, size_t soft, size_t hard)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), huge, from, span;
 	uint8_t *map;
 
 	memset(ib, 0, sizeof *ib);
@@ -218,8 +218,28 @@ ibuf_init_pinned(struct ibuf *ib, size_t soft, size_t hard)
 	ib->hard = hard > soft ? hard : soft;
 	ib->size = ib->hard + IBUF_TAIL;
 	ib->pin_size = (IBUF_PINS * sizeof *ib->pin + page - 1) / page * page;
-	if (ib->size > UINT32_MAX ||
-	    (map = buf_map(ib->pin_size + ib->size)) == NULL)
+	ib->map_size = ib->pin_size + ib->size;
+	if (ib->size > UINT32_MAX)
+		return -1;
+	/*
+	 * The window past the reach of a read with nothing pinned (soft and
+	 * a packet's room behind it), which only pinned WRITEs fill, in whole
+	 * huge pages: the last one may reach past size, by at most an eighth.
+	 */
+	huge = ib->hard > ib->soft ? buf_huge_size() : 0;
+	from = (soft + IBUF_TAIL + page - 1) / page * page;
+	if (huge != 0 && ib->size > from && ib->size - from >= huge) {
+		span = (ib->size - from + huge - 1) / huge * huge;
+		if (span - (ib->size - from) > (ib->size - from) / 8)
+			span -= huge;
+		ib->huge = huge;
+		ib->huge_from = from;
+		ib->huge_to = from + span;
+		if (ib->pin_size + ib->huge_to > ib->map_size)
+			ib->map_size = ib->pin_size + ib->huge_to;
+	}
+	if ((map = buf_map_aligned(ib->map_size, ib->pin_size + from,
+	    ib->huge)) == NULL)
 		return -1;
 	ib->pin = (struct ibuf_pin *)(void *)map;
 	ib->buf = map + ib->pin_size;
@@ -333,7 +353,7 @@ void
 ibuf_free(struct ibuf *ib)
 {
 	if (ib->buf != NULL)
-		(void)munmap(ib->pin, ib->pin_size + ib->size);
+		(void)munmap(ib->pin, ib->map_size);
 	memset(ib, 0, sizeof *ib);
 }
 
@@ -348,10 +368,39 @@ ibuf_release(struct ibuf *ib)
 	if (ib->start == ib->end && ib->pins == 0)
 		ib->start = ib->end = 0;
 	if (ib->old == 0) {	/* else bytes past end are pinned */
-		buf_release(ib->buf, ib->size, ib->end);
+		buf_release(ib->buf, ib->map_size - ib->pin_size, ib->end);
 		if (ib->present > ib->end)
 			ib->present = ib->end;	/* its page may stay */
+		ib->reached = ib->end;
+		/* The huge pages given back: small ones, as before a bulk. */
+		if (ib->huge_on && ib->end <= ib->huge_lo) {
+			(void)buf_huge(ib->buf + ib->huge_lo,
+			    ib->huge_to - ib->huge_lo, 0);
+			ib->huge_on = 0;
+		}
 	}
+}
+
+void
+ibuf_bulk(struct ibuf *ib)
+{
+	size_t from, used;
+
+	if (ib->huge == 0 || ib->huge_on)
+		return;
+	/* The whole huge pages past every byte reached or made present. */
+	used = ib->reached > ib->present ? ib->reached : ib->present;
+	from = ib->huge_from;
+	if (used > from)
+		from += (used - from + ib->huge - 1) / ib->huge * ib->huge;
+	if (from >= ib->huge_to)
+		return;
+	if (buf_huge(ib->buf + from, ib->huge_to - from, 1) == -1) {
+		ib->huge = 0;	/* refused: small pages for good */
+		return;
+	}
+	ib->huge_lo = from;
+	ib->huge_on = 1;
 }
 
 int
@@ -410,6 +459,8 @@ ibuf_fill(struct ibuf *ib, size_t n)
 	if (n > ib->size - ib->end)
 		abort();
 	ib->end += n;
+	if (ib->end > ib->reached)
+		ib->reached = ib->end;
 }
 
 /*

@@ -12,8 +12,10 @@
 #include <sys/mman.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 /*
@@ -192,6 +194,15 @@ struct ibuf {
 	int pinned;		/* a slot was written since ibuf_release() */
 	size_t present;		/* buf's bytes made present (ibuf_read()) */
 	size_t last;		/* what the last read returned */
+	size_t reached;		/* buf's bytes read into since the release */
+	/*
+	 * The window past soft on huge pages (BUF_BULK): huge is their size
+	 * (0: none), [huge_from, huge_to) of buf their whole pages, the
+	 * mapping map_size bytes from pin on to hold the last; huge_on says
+	 * [huge_lo, huge_to) is advised MADV_HUGEPAGE (ibuf_bulk()).
+	 */
+	size_t huge, huge_from, huge_to, huge_lo, map_size;
+	int huge_on;
 };
 
 /* Allocates the buffer; soft is the read-ahead.  Returns 0 or -1 (ENOMEM). */
@@ -205,6 +216,12 @@ int	ibuf_init_pinned(struct ibuf *, size_t soft, size_t hard);
  */
 unsigned	ibuf_pin(struct ibuf *, const uint8_t *p);
 void	ibuf_unpin(struct ibuf *, unsigned pin);
+/*
+ * A WRITE of BUF_BULK bytes or more is pinned: the window's bytes that no
+ * read has reached since ibuf_release() go on huge pages (see BUF_BULK),
+ * until the next ibuf_release() that finds them unused.
+ */
+void	ibuf_bulk(struct ibuf *);
 /* Whether ibuf_read() has room to read into (pins may hold it full). */
 int	ibuf_can_read(const struct ibuf *);
 void	ibuf_free(struct ibuf *);
@@ -393,6 +410,107 @@ buf_present(uint8_t *from, uint8_t *to)
 	(void)to;
 	return -1;
 #endif
+}
+
+/*
+ * Huge pages (transparent, Linux) for the buffers that a transfer in bulk
+ * fills while storage waits: the workers' arena (jobs.c), for READs of
+ * BUF_BULK bytes or more, and the input window past soft (struct ibuf),
+ * for WRITEs of as many.  The first lap of either took a page fault per
+ * page, and on the paravirtualized guest of bench/RESULTS.md a page cost
+ * 12 to 20 µs at its first write, still 5 to 7 once made present; a huge
+ * page is one fault per 2 MiB.  Both buffers are mapped with their huge
+ * page boundaries in place and advised MADV_NOHUGEPAGE, whatever the
+ * system's THP mode, so that a session that never transfers in bulk keeps
+ * small pages (its busy and idle memory as before); a bulk transfer
+ * advises the blocks no byte has reached yet MADV_HUGEPAGE, and the
+ * session's idle gives their pages back and advises them as before.
+ */
+#define BUF_BULK	(128 * 1024)
+
+/*
+ * The system's huge page (2 MiB on x86-64 and arm64 with 4 KiB pages, 1
+ * MiB on s390x), read once in each file that asks, at the session's start,
+ * before any chroot; 0 where there is none to be had (no /sys, a kernel
+ * without them).
+ */
+static inline size_t
+buf_huge_size(void)
+{
+	static size_t huge = 1;	/* 1: not read yet */
+	char text[32];
+	ssize_t n;
+	int fd;
+
+	if (huge != 1)
+		return huge;
+	huge = 0;
+	fd = open("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size",
+	    O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return 0;
+	n = read(fd, text, sizeof text - 1);
+	(void)close(fd);
+	if (n > 0) {
+		unsigned long v;
+
+		text[n] = '\0';
+		v = strtoul(text, NULL, 10);
+		/* A power of two above a page. */
+		if (v > (unsigned long)sysconf(_SC_PAGESIZE) &&
+		    (v & (v - 1)) == 0 && v <= SIZE_MAX / 4)
+			huge = (size_t)v;
+	}
+	return huge;
+}
+
+/*
+ * [p, p + len) advised MADV_HUGEPAGE (on) or MADV_NOHUGEPAGE (off).
+ * Returns 0, or -1 when refused (a kernel without huge pages).
+ */
+static inline int
+buf_huge(uint8_t *p, size_t len, int on)
+{
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+	return madvise(p, len, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#else
+	(void)p;
+	(void)len;
+	(void)on;
+	errno = EINVAL;
+	return -1;
+#endif
+}
+
+/*
+ * Maps len bytes, anonymous and private, for reading and writing, with
+ * offset at (a multiple of the page size) on a boundary of huge pages of
+ * huge bytes (0: anywhere), advised MADV_NOHUGEPAGE.  Returns the mapping,
+ * or NULL.
+ */
+static inline uint8_t *
+buf_map_aligned(size_t len, size_t at, size_t huge)
+{
+	uint8_t *p, *a;
+	size_t lead;
+
+	if (huge == 0 || len > SIZE_MAX - huge) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		return p == MAP_FAILED ? NULL : p;
+	}
+	p = mmap(NULL, len + huge, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	/* The first start at or past p that puts offset at on a boundary. */
+	lead = (huge - ((uintptr_t)p + at) % huge) % huge;
+	a = p + lead;
+	if (lead > 0)
+		(void)munmap(p, lead);
+	(void)munmap(a + len, huge - lead);
+	(void)buf_huge(a, len, 0);
+	return a;
 }
 
 #endif /* PACKET_H */

@@ -1292,6 +1292,8 @@ process_write(uint32_t id, struct cursor *c)
 		j->off = (h->flags & O_APPEND) ? FILEIO_APPEND : (off_t)off;
 		sched_write_space(j, h, len);
 		j->pin = ibuf_pin(ss->in, data);
+		if (len >= BUF_BULK)
+			ibuf_bulk(ss->in);
 		return start_job(j, 0);
 	}
 	if (concurrent())

@@ -212,6 +212,8 @@ struct sb_prog {
 #define SB_MADV_DONTNEED	4
 #define SB_MADV_FREE		8
 #define SB_MADV_POPULATE_WRITE	23
+#define SB_MADV_HUGEPAGE	14
+#define SB_MADV_NOHUGEPAGE	15
 #define SB_MREMAP_MAYMOVE	1
 #define SB_RENAME_NOREPLACE	1
 #define SB_SCHED_BATCH		3
@@ -613,10 +615,12 @@ static const struct rule rules[] = {
 	 * Buffer pages given back when idle (MADV_DONTNEED), glibc's
 	 * allocator trimming (the same), musl's freeing (MADV_FREE); the
 	 * workers' arena and the pinned input made present before they are
-	 * written (MADV_POPULATE_WRITE: jobs.c, packet.c).
+	 * written (MADV_POPULATE_WRITE: jobs.c, packet.c), and put on huge
+	 * pages for a bulk transfer and back on small ones when idle
+	 * (MADV_HUGEPAGE, MADV_NOHUGEPAGE: BUF_BULK in packet.h).
 	 */
 	ALLOW_IF(madvise, ONE_OF(2, SB_MADV_DONTNEED, SB_MADV_FREE,
-	    SB_MADV_POPULATE_WRITE)),
+	    SB_MADV_POPULATE_WRITE, SB_MADV_HUGEPAGE, SB_MADV_NOHUGEPAGE)),
 	/* realloc(3) of a large block (NSS buffers): moved, never placed. */
 	ALLOW_IF(mremap, LONG_ONE_OF(3, 0, SB_MREMAP_MAYMOVE)),
 	ALLOW(brk),		/* libc's allocator */

@@ -533,6 +533,60 @@ test_jobs_arena_present_mark_ends_at_the_job(void **state)
 	assert_int_equal(arena_present, 0);
 }
 
+/*
+ * The arena is mapped on huge page boundaries and advised against them,
+ * so that small jobs keep small pages; a job of BUF_BULK bytes or more
+ * advises for them the whole huge pages that no job has reached since
+ * the last idle, and the idle advises against them again.
+ */
+static void
+test_jobs_bulk_job_takes_huge_pages(void **state)
+{
+	struct job *a, *b, *c;
+	int small, next, first, before, idle, again;
+	size_t h;
+
+	(void)state;
+	if (buf_huge_size() == 0 || !unit_huge_advice_works())
+		skip();		/* no huge pages here, or none that show */
+	(void)jobs_init(run_sleep, 1, sizeof(struct tjob));
+	h = arena_huge;
+	assert_int_equal(h, buf_huge_size());
+	assert_int_equal((uintptr_t)map % h, 0);
+	a = jobs_new(32768);
+	assert_non_null(a);
+	small = unit_vm_flag(map, "nh") == 1 && unit_vm_flag(map, "hg") == 0 &&
+	    !huge_on;
+	b = jobs_new(BUF_BULK);
+	assert_non_null(b);
+	/* a reached into the first huge page: the next ones only. */
+	next = huge_on && unit_vm_flag(map + h, "hg") == 1 &&
+	    unit_vm_flag(map + ARENA_END - 1, "hg") == 1;
+	before = unit_vm_flag(map, "nh") == 1;
+	jobs_mark_done(a);
+	jobs_mark_done(b);
+	jobs_retire();
+	jobs_retire();
+	jobs_idle();
+	idle = !huge_on && unit_vm_flag(map + h, "nh") == 1 &&
+	    unit_vm_flag(map + h, "hg") == 0;
+	/* A burst that starts in bulk: the first huge page too. */
+	c = jobs_new(261120);
+	assert_non_null(c);
+	first = unit_vm_flag(map, "hg") == 1;
+	jobs_mark_done(c);
+	jobs_retire();
+	jobs_idle();
+	again = unit_vm_flag(map, "nh") == 1;
+	/* Checked once the ring is empty again, for the tests after. */
+	assert_true(small);
+	assert_true(next);
+	assert_true(before);
+	assert_true(idle);
+	assert_true(first);
+	assert_true(again);
+}
+
 /* jobs_on_start(): each worker calls it once, in its own thread. */
 static _Atomic unsigned starts;
 static _Atomic int started_in_loop;
@@ -1140,6 +1194,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_jobs_on_start_once_per_worker),
 		cmocka_unit_test(test_jobs_arena_bytes_made_present),
 		cmocka_unit_test(test_jobs_arena_present_mark_ends_at_the_job),
+		cmocka_unit_test(test_jobs_bulk_job_takes_huge_pages),
 		cmocka_unit_test(test_jobs_arena_matches_its_model),
 		cmocka_unit_test(test_jobs_arena_small_jobs_keep_to_its_start),
 		cmocka_unit_test(

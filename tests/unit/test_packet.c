@@ -1119,6 +1119,61 @@ test_ibuf_pinned_read_makes_room_present(void **state)
 	(void)fclose(f);
 }
 
+/*
+ * The pinned window past the reach of an unpinned read lies on whole huge
+ * pages, advised against them; ibuf_bulk() advises for them those that no
+ * read has reached, once, and a release with nothing buffered there
+ * advises against them again.  The window without pins never does.
+ */
+static void
+test_ibuf_bulk_window_on_huge_pages(void **state)
+{
+	struct ibuf ib;
+	size_t h;
+
+	(void)state;
+	if (buf_huge_size() == 0 || !unit_huge_advice_works())
+		skip();		/* no huge pages here, or none that show */
+	assert_int_equal(ibuf_init_pinned(&ib, IBUF_SOFT, IBUF_HARD), 0);
+	h = ib.huge;
+	assert_int_equal(h, buf_huge_size());
+	assert_true(ib.huge_from >= IBUF_SOFT + IBUF_TAIL);
+	assert_int_equal((uintptr_t)(ib.buf + ib.huge_from) % h, 0);
+	assert_true(ib.huge_to >= ib.huge_from + h);
+	assert_true(ib.pin_size + ib.huge_to <= ib.map_size);
+	assert_true(ib.pin_size + ib.size <= ib.map_size);
+	assert_int_equal(unit_vm_flag(ib.buf, "nh"), 1);
+	assert_int_equal(unit_vm_flag(ib.buf + ib.huge_from, "nh"), 1);
+	ibuf_bulk(&ib);
+	assert_true(ib.huge_on);
+	assert_int_equal(ib.huge_lo, ib.huge_from);
+	assert_int_equal(unit_vm_flag(ib.buf + ib.huge_from, "hg"), 1);
+	assert_int_equal(unit_vm_flag(ib.buf + ib.huge_to - 1, "hg"), 1);
+	assert_int_equal(unit_vm_flag(ib.buf + ib.huge_from - 1, "hg"), 0);
+	ibuf_bulk(&ib);		/* once per burst */
+	assert_int_equal(ib.huge_lo, ib.huge_from);
+	ibuf_release(&ib);
+	assert_false(ib.huge_on);
+	assert_int_equal(unit_vm_flag(ib.buf + ib.huge_from, "nh"), 1);
+	/* A read reached into the first huge page: the next ones only. */
+	ib.reached = ib.huge_from + 1;
+	ibuf_bulk(&ib);
+	if (ib.huge_to > ib.huge_from + h) {
+		assert_true(ib.huge_on);
+		assert_int_equal(ib.huge_lo, ib.huge_from + h);
+		assert_int_equal(unit_vm_flag(ib.buf + ib.huge_from, "hg"), 0);
+		assert_int_equal(unit_vm_flag(ib.buf + ib.huge_lo, "hg"), 1);
+	} else {
+		assert_false(ib.huge_on);
+	}
+	ibuf_free(&ib);
+	assert_int_equal(ibuf_init(&ib, IBUF_SOFT), 0);
+	assert_int_equal(ib.huge, 0);
+	ibuf_bulk(&ib);
+	assert_false(ib.huge_on);
+	ibuf_free(&ib);
+}
+
 static void
 test_ibuf_pin_misuse_aborts(void **state)
 {
@@ -3070,6 +3125,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_ibuf_pins_model),
 		cmocka_unit_test(test_ibuf_pinned_stream_never_drains),
 		cmocka_unit_test(test_ibuf_pinned_read_makes_room_present),
+		cmocka_unit_test(test_ibuf_bulk_window_on_huge_pages),
 		cmocka_unit_test(test_ibuf_pin_misuse_aborts),
 		/* The cursor. */
 		cmocka_unit_test(test_get_u8_empty_is_short),

@@ -378,6 +378,13 @@ test_no_signal_commands_nor_raw_sockets(void **state)
 	    BAD_ARGS);
 	a[2] = 0xffff;
 	expect_answer("madvise(0xffff)", __NR_madvise, a, BAD_ARGS);
+	a[2] = 14;		/* MADV_HUGEPAGE: a bulk transfer's buffers */
+	expect_answer("madvise(MADV_HUGEPAGE)", __NR_madvise, a, RET_ALLOW);
+	a[2] = 15;		/* MADV_NOHUGEPAGE: the same, idle */
+	expect_answer("madvise(MADV_NOHUGEPAGE)", __NR_madvise, a,
+	    RET_ALLOW);
+	a[2] = 16;		/* MADV_DONTDUMP */
+	expect_answer("madvise(MADV_DONTDUMP)", __NR_madvise, a, BAD_ARGS);
 #ifdef __NR_socket
 	a[0] = AF_UNIX;
 	a[1] = SOCK_RAW;

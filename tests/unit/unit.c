@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -257,6 +258,54 @@ unit_populate_works(void)
 	works = madvise(p, page, 23 /* MADV_POPULATE_WRITE */) == 0 &&
 	    unit_resident(p, page) &&
 	    !unit_resident((uint8_t *)p + page, page);
+	(void)munmap(p, 2 * page);
+	return works;
+}
+
+int
+unit_vm_flag(const void *p, const char *flag)
+{
+	char line[512];
+	uintptr_t lo, hi, at = (uintptr_t)p;
+	int in = 0, found = -1;
+	FILE *f;
+
+	if ((f = fopen("/proc/self/smaps", "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f) != NULL) {
+		/* A mapping's first line: its range. */
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2) {
+			in = at >= lo && at < hi;
+			continue;
+		}
+		if (in && strncmp(line, "VmFlags:", 8) == 0) {
+			char *t, *save = NULL;
+
+			found = 0;
+			for (t = strtok_r(line + 8, " \n", &save); t != NULL;
+			    t = strtok_r(NULL, " \n", &save))
+				if (strcmp(t, flag) == 0)
+					found = 1;
+			break;
+		}
+	}
+	(void)fclose(f);
+	return found;
+}
+
+int
+unit_huge_advice_works(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *p;
+	int works;
+
+	p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(p != MAP_FAILED);
+	works = madvise(p, page, 14 /* MADV_HUGEPAGE */) == 0 &&
+	    unit_vm_flag(p, "hg") == 1 &&
+	    unit_vm_flag((uint8_t *)p + page, "hg") == 0;
 	(void)munmap(p, 2 * page);
 	return works;
 }

@@ -28,6 +28,15 @@ int	unit_args(int argc, char **argv);
  */
 int	unit_resident(const void *p, size_t n);
 int	unit_populate_works(void);
+/*
+ * Whether the mapping that holds p is advised for huge pages: 1 when
+ * /proc/self/smaps lists flag (hg: MADV_HUGEPAGE, nh: MADV_NOHUGEPAGE) in
+ * its VmFlags, 0 when not, -1 when smaps does not say.  And whether the
+ * advice shows there at all (a kernel without huge pages refuses it; an
+ * emulator's smaps may not list the flags).
+ */
+int	unit_vm_flag(const void *p, const char *flag);
+int	unit_huge_advice_works(void);
 
 /* A growable byte string in wire format, for building test input. */
 struct wbuf {
