@@ -245,8 +245,12 @@ unit_resident(const void *p, size_t n)
 	return 1;
 }
 
-int
-unit_populate_works(void)
+/*
+ * Whether advice on the first of two fresh pages shows (shows()) there
+ * and not on the second.
+ */
+static int
+advice_shows(int advice, int (*shows)(const void *p, size_t n))
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	void *p;
@@ -255,11 +259,16 @@ unit_populate_works(void)
 	p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	assert_true(p != MAP_FAILED);
-	works = madvise(p, page, 23 /* MADV_POPULATE_WRITE */) == 0 &&
-	    unit_resident(p, page) &&
-	    !unit_resident((uint8_t *)p + page, page);
+	works = madvise(p, page, advice) == 0 && shows(p, page) == 1 &&
+	    shows((uint8_t *)p + page, page) == 0;
 	(void)munmap(p, 2 * page);
 	return works;
+}
+
+int
+unit_populate_works(void)
+{
+	return advice_shows(23 /* MADV_POPULATE_WRITE */, unit_resident);
 }
 
 int
@@ -293,19 +302,15 @@ unit_vm_flag(const void *p, const char *flag)
 	return found;
 }
 
+static int
+huge_advised(const void *p, size_t n)
+{
+	(void)n;
+	return unit_vm_flag(p, "hg");
+}
+
 int
 unit_huge_advice_works(void)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	void *p;
-	int works;
-
-	p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(p != MAP_FAILED);
-	works = madvise(p, page, 14 /* MADV_HUGEPAGE */) == 0 &&
-	    unit_vm_flag(p, "hg") == 1 &&
-	    unit_vm_flag((uint8_t *)p + page, "hg") == 0;
-	(void)munmap(p, 2 * page);
-	return works;
+	return advice_shows(14 /* MADV_HUGEPAGE */, huge_advised);
 }
