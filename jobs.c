@@ -178,43 +178,53 @@ static int populate_refused;
 /*
  * Huge pages for a bulk transfer's arena (BUF_BULK, packet.h): arena_huge
  * is their size (0: none, or refused), the map's first byte on a boundary.
- * A job of BUF_BULK bytes or more puts the whole huge pages past every
- * byte a job has reached since the last idle (arena_reached) on huge pages
- * (huge_on), until jobs_idle() gives them back.
+ * A job of BUF_BULK bytes or more, placed to end at arena byte end, puts
+ * the whole huge pages past it and past every byte a job has reached since
+ * the last idle (arena_reached) on huge pages, from the map's byte huge_lo
+ * on (huge_on), until jobs_idle() gives them back: only jobs that come
+ * after it reach them, so that a lone READ (a client asks 255 KiB of a
+ * file of 1) keeps small pages.  Their bytes are not made present here: a
+ * worker's first write takes a huge page in one fault, and the loop does
+ * not clear 2 MiB at a time.
  */
-static size_t arena_huge, arena_reached;
+static size_t arena_huge, arena_reached, huge_lo;
 static int huge_on;
 
 static void
-arena_bulk(void)
+arena_bulk(size_t end)
 {
 	size_t from;
 
 	if (arena_huge == 0 || huge_on)
 		return;
+	if (end < arena_reached)
+		end = arena_reached;
 	/* The arena's byte x is the map's x + ARENA_SKEW. */
-	from = arena_reached == 0 ? 0 : (arena_reached + ARENA_SKEW +
-	    arena_huge - 1) / arena_huge * arena_huge;
+	from = (end + ARENA_SKEW + arena_huge - 1) / arena_huge * arena_huge;
 	if (from >= ARENA_END)
 		return;
 	if (buf_huge(map + from, ARENA_END - from, 1) == -1) {
 		arena_huge = 0;	/* refused: small pages for good */
 		return;
 	}
+	huge_lo = from;
 	huge_on = 1;
 }
 
 static void
 make_present(size_t off, size_t size)
 {
-	size_t end = off + size;
+	size_t end = off + size, upto = end;
 
 	if (end <= arena_present || populate_refused)
 		return;
 	/* Only the job's bytes the mark has not reached: never past end. */
 	if (off < arena_present)
 		off = arena_present;
-	if (buf_present(arena + off, arena + end) == -1)
+	/* Nor those on huge pages (arena_bulk()); huge_lo > ARENA_SKEW. */
+	if (huge_on && upto > huge_lo - ARENA_SKEW)
+		upto = huge_lo - ARENA_SKEW;
+	if (upto > off && buf_present(arena + off, arena + upto) == -1)
 		populate_refused = 1;
 	arena_present = end;
 }
@@ -306,6 +316,8 @@ mapped(void)
 		arena_huge = 0;
 	if ((p = buf_map_aligned(MAP_SIZE, 0, arena_huge)) == NULL)
 		return -1;
+	if (arena_huge != 0 && (uintptr_t)p % arena_huge != 0)
+		arena_huge = 0;	/* mapped without the margin for it */
 	/* A run past the arena's end faults rather than reach the ring. */
 	if (mprotect((uint8_t *)p + ARENA_END, ARENA_GUARD, PROT_NONE) ==
 	    -1) {
@@ -393,7 +405,7 @@ jobs_new(size_t size)
 	if (size > 0) {
 		UNPOISON(j->buf, size);
 		if (size >= BUF_BULK)
-			arena_bulk();
+			arena_bulk(off + size);
 		make_present(off, size);
 		if (off + size > arena_reached)
 			arena_reached = off + size;

@@ -243,6 +243,8 @@ ibuf_init_pinned(struct ibuf *ib, size_t soft, size_t hard)
 		return -1;
 	ib->pin = (struct ibuf_pin *)(void *)map;
 	ib->buf = map + ib->pin_size;
+	if (ib->huge != 0 && (uintptr_t)(ib->buf + from) % ib->huge != 0)
+		ib->huge = 0;	/* mapped without the margin for it */
 	return 0;
 }
 
@@ -372,8 +374,13 @@ ibuf_release(struct ibuf *ib)
 		if (ib->present > ib->end)
 			ib->present = ib->end;	/* its page may stay */
 		ib->reached = ib->end;
-		/* The huge pages given back: small ones, as before a bulk. */
-		if (ib->huge_on && ib->end <= ib->huge_lo) {
+		/*
+		 * Small pages again, as before a bulk: a huge page that
+		 * still holds bytes stays one (the advice splits none), but
+		 * what was given back past end is not gathered into one
+		 * again (khugepaged).
+		 */
+		if (ib->huge_on) {
 			(void)buf_huge(ib->buf + ib->huge_lo,
 			    ib->huge_to - ib->huge_lo, 0);
 			ib->huge_on = 0;

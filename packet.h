@@ -485,24 +485,28 @@ buf_huge(uint8_t *p, size_t len, int on)
 /*
  * Maps len bytes, anonymous and private, for reading and writing, with
  * offset at (a multiple of the page size) on a boundary of huge pages of
- * huge bytes (0: anywhere), advised MADV_NOHUGEPAGE.  Returns the mapping,
- * or NULL.
+ * huge bytes (0: anywhere), advised MADV_NOHUGEPAGE.  Where the margin
+ * that takes cannot be had, the mapping is plain, anywhere: the callers
+ * check the boundary before they advise for huge pages.  Returns the
+ * mapping, or NULL.
  */
 static inline uint8_t *
 buf_map_aligned(size_t len, size_t at, size_t huge)
 {
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), lead;
 	uint8_t *p, *a;
-	size_t lead;
 
-	if (huge == 0 || len > SIZE_MAX - huge) {
+	/* Whole pages: the trimming below unmaps from len on. */
+	len = (len + page - 1) / page * page;
+	p = huge == 0 || len > SIZE_MAX - huge ? MAP_FAILED : mmap(NULL,
+	    len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	    -1, 0);
+	if (p == MAP_FAILED) {
+		/* No huge pages, or no room for the margin: a plain one. */
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		return p == MAP_FAILED ? NULL : p;
 	}
-	p = mmap(NULL, len + huge, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
 	/* The first start at or past p that puts offset at on a boundary. */
 	lead = (huge - ((uintptr_t)p + at) % huge) % huge;
 	a = p + lead;
