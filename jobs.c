@@ -389,6 +389,7 @@ jobs_new(size_t size)
 {
 	struct job *j;
 	size_t off, charge;
+	int bulk = size >= BUF_BULK;	/* as asked, before the alignment */
 
 	if (ring_count == JOBS_RING || size > JOBS_ARENA || mapped() == -1)
 		return NULL;
@@ -404,7 +405,7 @@ jobs_new(size_t size)
 	j->buf = size > 0 ? arena + off : NULL;
 	if (size > 0) {
 		UNPOISON(j->buf, size);
-		if (size >= BUF_BULK)
+		if (bulk)
 			arena_bulk(off + size);
 		make_present(off, size);
 		if (off + size > arena_reached)

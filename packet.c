@@ -375,9 +375,10 @@ ibuf_release(struct ibuf *ib)
 			ib->present = ib->end;	/* its page may stay */
 		ib->reached = ib->end;
 		/*
-		 * Small pages again, as before a bulk: a huge page that
-		 * still holds bytes stays one (the advice splits none), but
-		 * what was given back past end is not gathered into one
+		 * Small pages again, as before a bulk.  A huge page that
+		 * still holds bytes (a packet cut short at idle) was split by
+		 * the release above, which gave back its pages past end, as
+		 * before; the advice keeps them from being gathered into one
 		 * again (khugepaged).
 		 */
 		if (ib->huge_on) {

@@ -505,7 +505,11 @@ buf_map_aligned(size_t len, size_t at, size_t huge)
 		/* No huge pages, or no room for the margin: a plain one. */
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		return p == MAP_FAILED ? NULL : p;
+		if (p == MAP_FAILED)
+			return NULL;
+		if (huge != 0)
+			(void)buf_huge(p, len, 0);
+		return p;
 	}
 	/* The first start at or past p that puts offset at on a boundary. */
 	lead = (huge - ((uintptr_t)p + at) % huge) % huge;

@@ -544,8 +544,8 @@ test_jobs_arena_present_mark_ends_at_the_job(void **state)
 static void
 test_jobs_bulk_job_takes_huge_pages(void **state)
 {
-	struct job *a, *b, *c[10];
-	int small, next, before, idle, lone, past, left = 1, again;
+	struct job *a, *a1, *b, *c[10];
+	int small, short_of, next, before, idle, lone, past, left = 1, again;
 	size_t h;
 
 	(void)state;
@@ -559,13 +559,19 @@ test_jobs_bulk_job_takes_huge_pages(void **state)
 	assert_non_null(a);
 	small = unit_vm_flag(map, "nh") == 1 && unit_vm_flag(map, "hg") == 0 &&
 	    !huge_on;
+	/* Short of BUF_BULK as asked, though aligned up to it. */
+	a1 = jobs_new(BUF_BULK - 1);
+	assert_non_null(a1);
+	short_of = !huge_on && a1->arena_size >= BUF_BULK;
 	b = jobs_new(BUF_BULK);
 	assert_non_null(b);
 	next = huge_on && huge_lo == h && unit_vm_flag(map + h, "hg") == 1 &&
 	    unit_vm_flag(map + ARENA_END - 1, "hg") == 1;
 	before = unit_vm_flag(map, "nh") == 1;
 	jobs_mark_done(a);
+	jobs_mark_done(a1);
 	jobs_mark_done(b);
+	jobs_retire();
 	jobs_retire();
 	jobs_retire();
 	jobs_idle();
@@ -591,6 +597,7 @@ test_jobs_bulk_job_takes_huge_pages(void **state)
 	again = unit_vm_flag(map + h, "nh") == 1 && !huge_on;
 	/* Checked once the ring is empty again, for the tests after. */
 	assert_true(small);
+	assert_true(short_of);
 	assert_true(next);
 	assert_true(before);
 	assert_true(idle);
