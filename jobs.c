@@ -169,8 +169,10 @@ _Static_assert(ARENA_SKEW > 0 && ARENA_SKEW % ARENA_ALIGN == 0 &&
  * them, a job's whole range at once, rather than by a page fault each as
  * a worker's read writes them: one call per job, where the first lap of
  * 255 KiB READs took 2,048 faults.  arena_present marks how far from the
- * arena's start they are (pages of a job placed past a gap in it fault as
- * before); jobs_idle() gives the pages back and starts it over.
+ * arena's start jobs have reached since the last idle, and so how far
+ * they are present (pages of a job placed past a gap in it fault as
+ * before, as do all once the advice is refused); jobs_idle() gives the
+ * pages back and starts it over.
  */
 static size_t arena_present;
 static int populate_refused;
@@ -180,14 +182,14 @@ static int populate_refused;
  * is their size (0: none, or refused), the map's first byte on a boundary.
  * A job of BUF_BULK bytes or more, placed to end at arena byte end, puts
  * the whole huge pages past it and past every byte a job has reached since
- * the last idle (arena_reached) on huge pages, from the map's byte huge_lo
+ * the last idle (arena_present) on huge pages, from the map's byte huge_lo
  * on (huge_on), until jobs_idle() gives them back: only jobs that come
  * after it reach them, so that a lone READ (a client asks 255 KiB of a
  * file of 1) keeps small pages.  Their bytes are not made present here: a
  * worker's first write takes a huge page in one fault, and the loop does
  * not clear 2 MiB at a time.
  */
-static size_t arena_huge, arena_reached, huge_lo;
+static size_t arena_huge, huge_lo;
 static int huge_on;
 
 static void
@@ -197,8 +199,8 @@ arena_bulk(size_t end)
 
 	if (arena_huge == 0 || huge_on)
 		return;
-	if (end < arena_reached)
-		end = arena_reached;
+	if (end < arena_present)
+		end = arena_present;
 	/* The arena's byte x is the map's x + ARENA_SKEW. */
 	from = (end + ARENA_SKEW + arena_huge - 1) / arena_huge * arena_huge;
 	if (from >= ARENA_END)
@@ -216,7 +218,7 @@ make_present(size_t off, size_t size)
 {
 	size_t end = off + size, upto = end;
 
-	if (end <= arena_present || populate_refused)
+	if (end <= arena_present)
 		return;
 	/* Only the job's bytes the mark has not reached: never past end. */
 	if (off < arena_present)
@@ -224,7 +226,8 @@ make_present(size_t off, size_t size)
 	/* Nor those on huge pages (arena_bulk()); huge_lo > ARENA_SKEW. */
 	if (huge_on && upto > huge_lo - ARENA_SKEW)
 		upto = huge_lo - ARENA_SKEW;
-	if (upto > off && buf_present(arena + off, arena + upto) == -1)
+	if (!populate_refused && upto > off &&
+	    buf_present(arena + off, arena + upto) == -1)
 		populate_refused = 1;
 	arena_present = end;
 }
@@ -234,7 +237,6 @@ static void
 unmap(void)
 {
 	arena_present = 0;
-	arena_reached = 0;
 	huge_on = 0;
 	if (map != NULL) {
 		UNPOISON(arena, JOBS_ARENA);	/* the next mapping's */
@@ -408,8 +410,6 @@ jobs_new(size_t size)
 		if (bulk)
 			arena_bulk(off + size);
 		make_present(off, size);
-		if (off + size > arena_reached)
-			arena_reached = off + size;
 	}
 	ring_count++;
 	return j;
@@ -768,7 +768,6 @@ jobs_idle(void)
 	if (map != NULL) {
 		(void)madvise(map, ARENA_END, MADV_DONTNEED);
 		arena_present = 0;
-		arena_reached = 0;
 		if (huge_on)
 			(void)buf_huge(map, ARENA_END, 0);
 		huge_on = 0;
