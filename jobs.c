@@ -25,10 +25,21 @@
  * the oldest bytes in use, so that the two offsets still describe every
  * byte taken.  jobs_idle() gives no page back while any are kept.
  *
- * The workers share one lock, one condition and one queue of jobs handed
+ * The workers share one lock, one semaphore and one queue of jobs handed
  * off; the lock guards the queue (and a shared job's counts), and a worker
  * takes it once per job, to take the next (a shared job's run takes it
- * again to close the job and to end).  A job's end takes no lock: the
+ * again to close the job and to end).  A worker that finds the queue
+ * empty counts itself idle (nidle), lets the lock go and waits for a token
+ * of the semaphore; whoever queues work (or stops the workers) moves as
+ * many idle workers as it wants woken from nidle to nwoken, under the
+ * lock, and posts a token for each after letting it go; a worker back
+ * from its wait takes the lock and leaves nwoken.  So a token is posted
+ * for each idle count and taken by one waiter, no worker is counted twice
+ * (jobs_start() adds workers only for work that the idle and the woken do
+ * not cover), and a worker woken takes a lock that no one else marked as
+ * waited for: a condition variable's wait (glibc's) takes the lock back
+ * marked so, and the worker's next unlock then made a futex call for no
+ * one, once per job.  A job's end takes no lock: the
  * worker stores finished (release), then counts it in unseen; the loop
  * empties unseen, then marks the jobs it finds finished (acquire) as done
  * (jobs_collect()), so that every other field of a job is read by the loop
@@ -42,9 +53,7 @@
  * finished before jobs_sleep() keeps the loop awake, one finished after it
  * writes the eventfd), and a loop that is busy costs the workers no system
  * call.  An eventfd written for a loop that found unseen first wakes its
- * next poll once, for nothing.  The condition is signalled after the lock
- * is let go, so that the worker it wakes does not wait on the lock at
- * once.
+ * next poll once, for nothing.
  *
  * A shared job (jobs_share()) stays at the queue's head while runs may
  * still begin: each worker that takes it counts a run begun and running,
@@ -61,6 +70,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -98,7 +108,9 @@ static size_t arena_beg, arena_used;	/* the bytes in use: a ring */
 static size_t arena_kept;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work = PTHREAD_COND_INITIALIZER;
+/* A token for each idle worker woken (see the workers' rule above). */
+static sem_t work;
+static int work_made;
 /*
  * The workers' threads and stacks, and the queue of jobs handed off:
  * in the mapping, after the ring, so that an idle session's own pages
@@ -110,7 +122,9 @@ struct pool {
 	struct job *queue[JOBS_RING];	/* handed off, not yet taken */
 };
 static struct pool *pool;
-static unsigned nworkers, nidle;
+static unsigned nworkers;
+/* Idle workers not woken yet, and those woken that have not come back. */
+static unsigned nidle, nwoken;
 /*
  * A worker could not be started: the errno, and how many there were then
  * (for jobs_thread_error()); and no more are tried until jobs_idle(), so
@@ -465,8 +479,11 @@ worker(void *arg)
 	for (;;) {
 		while (queue_count == 0 && !stopping) {
 			nidle++;
-			(void)pthread_cond_wait(&work, &lock);
-			nidle--;
+			(void)pthread_mutex_unlock(&lock);
+			while (sem_wait(&work) == -1 && errno == EINTR)
+				;
+			(void)pthread_mutex_lock(&lock);
+			nwoken--;
 		}
 		if (queue_count == 0)
 			break;	/* stopping, and nothing left */
@@ -517,6 +534,11 @@ add_worker(void)
 	if (efd == -1 &&
 	    (efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) == -1)
 		return worker_failed(errno);
+	if (!work_made) {
+		if (sem_init(&work, 0, 0) == -1)
+			return worker_failed(errno);
+		work_made = 1;
+	}
 	st = mmap(NULL, STACK_GUARD + WORKER_STACK, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (st == MAP_FAILED)
@@ -584,11 +606,15 @@ void
 jobs_start(struct job *j)
 {
 	unsigned runs = j->runs > 1 ? j->runs : 1, wake = 0;
-	int alone, all = 0;
+	int alone;
 
 	(void)pthread_mutex_lock(&lock);
-	/* Workers for the jobs queued and this one's runs, as far as idle. */
-	for (unsigned k = 0; k < runs && nidle + k < queue_count + runs &&
+	/*
+	 * Workers for the jobs queued and this one's runs, as far as idle
+	 * ones (woken or not) do not take them.
+	 */
+	for (unsigned k = 0; k < runs &&
+	    nidle + nwoken + k < queue_count + runs &&
 	    nworkers < max_workers && !no_more_workers && pool != NULL; k++)
 		if (add_worker() == -1)
 			break;
@@ -600,15 +626,13 @@ jobs_start(struct job *j)
 		j->queued = 1;
 		nrunning++;
 		wake = nidle < runs ? nidle : runs;
-		all = wake > 1 && wake == nidle;
+		nidle -= wake;
+		nwoken += wake;
 	}
 	(void)pthread_mutex_unlock(&lock);
 	/* Busy workers take it when they come back for the next. */
-	if (all)
-		(void)pthread_cond_broadcast(&work);	/* one call */
-	else
-		while (wake-- > 0)
-			(void)pthread_cond_signal(&work);
+	while (wake-- > 0)
+		(void)sem_post(&work);
 	/* No thread to be had: slower, still right. */
 	if (alone)
 		jobs_run_here(j);
@@ -759,13 +783,19 @@ jobs_wait(void)
 void
 jobs_idle(void)
 {
+	unsigned wake;
+
 	if (ring_count > 0 || arena_kept > 0)
 		return;
 	if (nworkers > 0) {
 		(void)pthread_mutex_lock(&lock);
 		stopping = 1;
-		(void)pthread_cond_broadcast(&work);
+		wake = nidle;
+		nwoken += nidle;
+		nidle = 0;
 		(void)pthread_mutex_unlock(&lock);
+		while (wake-- > 0)
+			(void)sem_post(&work);
 		for (unsigned i = 0; i < nworkers; i++) {
 			(void)pthread_join(pool->workers[i], NULL);
 			(void)munmap(pool->stacks[i],

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -29,10 +30,11 @@
 
 /*
  * jobs.c's lock, counted: by the loop's thread (this one) and by the
- * workers.  Only jobs.c's own calls are counted: the macro ends with it.
+ * workers; and its semaphore's tokens, posted and taken.  Only jobs.c's own
+ * calls are counted: the macros end with it.
  */
 static pthread_t loop_thread;
-static _Atomic unsigned loop_locks, worker_locks;
+static _Atomic unsigned loop_locks, worker_locks, tokens_posted, tokens_taken;
 
 static int
 counted_lock(pthread_mutex_t *m)
@@ -43,9 +45,29 @@ counted_lock(pthread_mutex_t *m)
 		atomic_fetch_add(&worker_locks, 1);
 	return pthread_mutex_lock(m);
 }
+static int
+counted_post(sem_t *s)
+{
+	atomic_fetch_add(&tokens_posted, 1);
+	return sem_post(s);
+}
+
+static int
+counted_wait(sem_t *s)
+{
+	int r = sem_wait(s);
+
+	if (r == 0)
+		atomic_fetch_add(&tokens_taken, 1);
+	return r;
+}
 #define pthread_mutex_lock(m)	counted_lock(m)
+#define sem_post(s)		counted_post(s)
+#define sem_wait(s)		counted_wait(s)
 #include "../../jobs.c"
 #undef pthread_mutex_lock
+#undef sem_post
+#undef sem_wait
 #include "unit.h"
 
 /* Jobs run by the tests, and the most at once. */
@@ -292,8 +314,10 @@ test_jobs_busy_loop_costs_workers_no_write(void **state)
 
 /*
  * The lock guards the queue alone: the loop takes it once per job it hands
- * off, a worker once per job it takes (and once as it starts); the end of a
- * job, collecting it, and the loop's sleep and wake-up take none.
+ * off, a worker once per job it takes, once as it starts and once each
+ * time a token wakes it; the end of a job, collecting it, and the loop's
+ * sleep and wake-up take none.  Each token posted is taken once, and a
+ * job wakes at most one worker.
  */
 static void
 test_jobs_lock_once_per_job_each_side(void **state)
@@ -306,6 +330,8 @@ test_jobs_lock_once_per_job_each_side(void **state)
 	loop_thread = pthread_self();
 	atomic_store(&loop_locks, 0);
 	atomic_store(&worker_locks, 0);
+	atomic_store(&tokens_posted, 0);
+	atomic_store(&tokens_taken, 0);
 	while (next < NJOBS) {
 		start_batch(&made, &seed, 50);
 		jobs_wait();
@@ -317,7 +343,12 @@ test_jobs_lock_once_per_job_each_side(void **state)
 	assert_true(threads > 1);
 	/* jobs_idle() takes it once to stop the workers. */
 	assert_int_equal(atomic_load(&loop_locks), NJOBS + 1);
-	assert_int_equal(atomic_load(&worker_locks), NJOBS + threads);
+	assert_int_equal(atomic_load(&tokens_taken),
+	    atomic_load(&tokens_posted));
+	/* One per job, and one for each worker to stop. */
+	assert_true(atomic_load(&tokens_posted) <= NJOBS + threads);
+	assert_int_equal(atomic_load(&worker_locks),
+	    NJOBS + threads + atomic_load(&tokens_taken));
 }
 
 /* jobs_wait() returns once a job finished, and at once with none running. */
