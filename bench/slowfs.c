@@ -287,7 +287,7 @@ static size_t held_max;
 static long double held_ns;
 static uint64_t held_t0, held_t1;
 
-static volatile sig_atomic_t child_pid;
+static _Atomic pid_t child_pid;	/* read by the receiver too */
 
 static void usage(void) __attribute__((noreturn));
 static void die(const char *) __attribute__((noreturn));
@@ -978,8 +978,10 @@ releaser(void *arg)
 {
 	uint64_t ids[64], now;
 	struct timespec ts;
+	const struct timespec *tp;
 	uint32_t seq;
 	size_t n, i;
+	int stop;
 
 	(void)arg;
 	/* Deadlines of a fraction of a millisecond want no timer slack. */
@@ -989,26 +991,33 @@ releaser(void *arg)
 		if (heap_len == 0 && hstop)
 			break;
 		now = heap_len > 0 ? now_ns() : 0;
-		if (heap_len == 0 || heap[0].due > now) {
+		/*
+		 * At the end no process is left to wait: what is held goes at
+		 * once (its answers find no call), not at its deadline.
+		 */
+		stop = hstop;
+		if (heap_len == 0 || (heap[0].due > now && !stop)) {
 			/* Until the first deadline (CLOCK_MONOTONIC), or woken. */
 			rel_until = heap_len == 0 ? UINT64_MAX : heap[0].due;
 			ts.tv_sec = (time_t)(rel_until / 1000000000ULL);
 			ts.tv_nsec = (long)(rel_until % 1000000000ULL);
+			tp = heap_len == 0 ? NULL : &ts;
 			seq = atomic_load(&hwake);
 			(void)pthread_mutex_unlock(&hlock);
 			(void)syscall(SYS_futex, &hwake, FUTEX_WAIT_BITSET_PRIVATE,
-			    seq, heap_len == 0 ? NULL : &ts, NULL,
-			    FUTEX_BITSET_MATCH_ANY);
+			    seq, tp, NULL, FUTEX_BITSET_MATCH_ANY);
 			(void)pthread_mutex_lock(&hlock);
 			rel_until = 0;
 			continue;
 		}
-		for (n = 0; n < 64 && heap_len > 0 && heap[0].due <= now;
-		    n++) {
-			late_sum_ns += now - heap[0].due;
-			if (now - heap[0].due > late_max_ns)
-				late_max_ns = now - heap[0].due;
-			n_released++;
+		for (n = 0; n < 64 && heap_len > 0 &&
+		    (heap[0].due <= now || stop); n++) {
+			if (heap[0].due <= now) {
+				late_sum_ns += now - heap[0].due;
+				if (now - heap[0].due > late_max_ns)
+					late_max_ns = now - heap[0].due;
+				n_released++;
+			}
 			ids[n] = heap[0].id;
 			heap_pop();
 		}
@@ -1194,8 +1203,8 @@ main(int argc, char *argv[])
 	/*
 	 * Serve until the command has exited and no process is left under
 	 * the filter (the listener then reports POLLHUP, asked for once the
-	 * command is reaped: each notification wakes its pollers): anything
-	 * the command started and left behind is still served.
+	 * command is reaped): anything the command started and left behind
+	 * is still served.
 	 */
 	for (;;) {
 		p[0].fd = reaped ? lfd : pfd;
