@@ -110,6 +110,8 @@ static struct {
 	int64_t end;	/* its end (ms); 0 when none runs */
 	size_t moved;	/* bytes read and written in it */
 } window;
+/* The pipes shrank, and no window has moved QUIET bytes since. */
+static int quiet;
 
 /* Milliseconds on the monotonic clock; never 0. */
 static int64_t
@@ -269,6 +271,8 @@ count(size_t n)
 	if (window.end == 0)
 		window_start(now_ms());
 	window.moved += n;
+	if (window.moved >= QUIET)
+		quiet = 0;
 }
 
 void
@@ -306,6 +310,12 @@ pipes_written(size_t n)
 }
 
 int
+pipes_quiet(void)
+{
+	return quiet;
+}
+
+int
 pipes_wait(void)
 {
 	int64_t now;
@@ -336,6 +346,7 @@ pipes_idle(void)
 		if (pipes[i].size > pipes[i].idle)
 			full = 1;	/* EBUSY: it holds more than a page */
 	}
+	quiet = 1;
 	/* A pipe that held data is tried again when the next window ends. */
 	if (full)
 		window_start(now_ms());

@@ -34,6 +34,11 @@ void	pipes_written(size_t n);
  */
 int	pipes_wait(void);
 /*
+ * Whether the traffic has been a trickle since the pipes last shrank
+ * (pipes_idle()): no window since has moved a transfer's bytes.
+ */
+int	pipes_quiet(void);
+/*
  * Shrinks the pipes to one page.  A pipe that still holds data is tried
  * again when pipes_wait() next returns 0.
  */

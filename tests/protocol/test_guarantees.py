@@ -634,6 +634,39 @@ def _(ctx):
         "the executable's" % (busy, idle, kib, own)
 
 
+@test("a session kept alive by a STAT a second holds what an idle one "
+      "does between its requests")
+def _(ctx):
+    if SANITIZED or EMULATOR:
+        raise Skip("the memory of a sanitized or emulated server is not "
+                   "the server's alone")
+    data = random.Random(10).randbytes(2 << 20)
+    srv = ctx.server()
+    srv.init()
+    page = os.sysconf("SC_PAGE_SIZE")
+    transfer(srv, data)
+    when_idle(lambda: pipe_sizes(srv), (page, page))
+    try:
+        idle = suite.private_dirty_kib(srv.proc.pid, SERVER)
+    except PermissionError:
+        raise Skip("/proc/%d/smaps of the non-dumpable server is root's "
+                   "to read" % srv.proc.pid)
+    # The input and output buffers' pages, touched by each request, go
+    # back after its reply, not when the traffic's window ends (2 s).
+    trickle = []
+    for _ in range(3):
+        r = srv.call(req_stat("."))
+        expect(isinstance(r, sftpwire.AttrsReply), "STAT: %r" % (r,))
+        time.sleep(0.2)
+        trickle.append(suite.private_dirty_kib(srv.proc.pid, SERVER))
+    expect(max(trickle) <= idle, "private dirty KiB after a STAT each: %r, "
+           "idle before them: %d" % (trickle, idle))
+    expect(pipe_sizes(srv) == (page, page), "pipes of the trickle: %r" %
+           (pipe_sizes(srv),))
+    expect(srv.close() == 0, "exit status")
+    return "%d KiB idle, %r after a STAT each" % (idle, trickle)
+
+
 def module_pages(pid, name):
     """Of each read-only mapping of the file called name in pid's maps: its
     resident pages (smaps' Rss), and its size in pages, of the machine's
