@@ -41,13 +41,12 @@
  * directory /proc/TID of each thread is kept open, so that each call
  * looks up fd/N (or cwd) there, and a path once found to be a regular
  * file or a directory is remembered, so that calls on it need no
- * stat(2).  A path whose type
- * changes (a regular file replaced by a FIFO of the same name) thus keeps
- * its first type: its calls are held all the same, which changes their
- * timing only.  The report (-v, -o) gives this process's own CPU time, what
- * the harness took from the machine, how late held calls were let go, and
- * how many of each kind the command's first thread made (a server's loop,
- * as against its workers).
+ * stat(2).  A path whose type changes (a regular file replaced by a FIFO
+ * of the same name) thus keeps its first type: its calls are held all the
+ * same, which changes their timing only.  The report (-v, -o) gives this
+ * process's own CPU time, what the harness took from the machine, how late
+ * held calls were let go, and how many of each kind the command's first
+ * thread made (a server's loop, as against its workers).
  *
  * A statx() with AT_STATX_DONT_SYNC runs at once: it asks for what the
  * kernel holds, and a network or FUSE file system answers it without a
